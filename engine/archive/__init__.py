@@ -1,0 +1,3 @@
+from engine.archive.store import DEFAULT_PATH, Archive, ArchiveError
+
+__all__ = ["Archive", "ArchiveError", "DEFAULT_PATH"]

@@ -1,0 +1,274 @@
+"""The archive: one SQLite file holding harnesses, checkpoints, data sets, evaluations, turns,
+rounds, decisions and jobs. All SQL of the project lives in this package.
+
+Every write is one transaction (BEGIN IMMEDIATE, so concurrent writers queue on the busy timeout
+instead of failing on a lock upgrade) and bumps the `version` counter that readers use as a cache key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import sqlite_utils
+
+from engine.archive.schema import MIGRATIONS, SCHEMA_VERSION
+from engine.errors import CoevoError
+
+DEFAULT_PATH = "archive.db"
+BUSY_TIMEOUT_MS = 30_000
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def spec_hash(spec_json: str) -> str:
+    return hashlib.sha256(spec_json.encode()).hexdigest()[:16]
+
+
+class ArchiveError(CoevoError):
+    pass
+
+
+class Archive:
+    def __init__(self, path=DEFAULT_PATH, *, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            if not self.path.exists():
+                raise ArchiveError(f"{self.path}: no archive here (run `coevo init` first)")
+            conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, check_same_thread=False)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self.db = sqlite_utils.Database(conn)
+        self.conn = conn
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        elif self.schema_version() != SCHEMA_VERSION:
+            raise ArchiveError(f"{self.path}: schema version {self.schema_version()}, expected {SCHEMA_VERSION}")
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def files_dir(self) -> Path:
+        """Where checkpoints, data sets and task files of this archive live."""
+        return self.path.with_name(self.path.stem + ".d")
+
+    def schema_version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def _migrate(self) -> None:
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise ArchiveError(f"{self.path}: schema version {current} is newer than this code ({SCHEMA_VERSION})")
+        for version in range(current, SCHEMA_VERSION):
+            # executescript commits first; the migration and its version bump are then one transaction
+            self.conn.executescript(
+                f"BEGIN IMMEDIATE;\n{MIGRATIONS[version]}\nPRAGMA user_version = {version + 1};\nCOMMIT;"
+            )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """One write transaction; nested uses become savepoints. Bumps the version counter."""
+        if self.readonly:
+            raise ArchiveError(f"{self.path}: opened read-only")
+        if self.conn.in_transaction:
+            with self.db.atomic():
+                yield self.db
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+            self.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'version'")
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
+    def version(self) -> int:
+        return self.conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()[0]
+
+    def query(self, sql: str, params: Iterable = ()) -> list[dict]:
+        return [dict(r) for r in self.conn.execute(sql, tuple(params))]
+
+    def _next_id(self, table: str, prefix: str) -> str:
+        n = self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return f"{prefix}{n + 1}"
+
+    # -- harnesses --------------------------------------------------------------------------------
+    def add_harness(self, spec: dict, *, creator: str, rationale: str = "", parents: list[str] = (),
+                    round: int | None = None) -> str:
+        """Store a harness spec; the same spec (by content) is the same harness and returns its id."""
+        spec_json = json.dumps(spec, sort_keys=True)
+        digest = spec_hash(spec_json)
+        with self.transaction() as db:
+            row = self.conn.execute("SELECT id FROM harnesses WHERE spec_hash = ?", (digest,)).fetchone()
+            if row:
+                return row["id"]
+            hid = self._next_id("harnesses", "h")
+            db["harnesses"].insert(dict(
+                id=hid, name=spec.get("name", hid), spec=spec_json, spec_hash=digest,
+                interface=spec["interface"]["name"], creator=creator, rationale=rationale,
+                round=round, created_at=now()))
+            for pos, parent in enumerate(parents):
+                self._require("harnesses", parent)
+                db["harness_parents"].insert(dict(child=hid, parent=parent, position=pos))
+            return hid
+
+    def harness(self, ref: str) -> dict:
+        """A harness by id or by name (the newest of that name)."""
+        row = self.conn.execute(
+            "SELECT * FROM harnesses WHERE id = ? OR name = ? ORDER BY id = ? DESC, created_at DESC LIMIT 1",
+            (ref, ref, ref)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path}: no harness {ref!r}")
+        out = dict(row)
+        out["spec"] = json.loads(out["spec"])
+        out["parents"] = [r["parent"] for r in self.conn.execute(
+            "SELECT parent FROM harness_parents WHERE child = ? ORDER BY position", (out["id"],))]
+        return out
+
+    def harnesses(self) -> list[dict]:
+        return self.query("SELECT id, name, interface, creator, rationale, round, created_at FROM harnesses "
+                          "ORDER BY rowid")
+
+    # -- data sets --------------------------------------------------------------------------------
+    def add_dataset(self, *, path, task: str, source: str, tasks_tried: int, samples: int, kept: int,
+                    harness_id: str | None = None, checkpoint_id: str | None = None,
+                    meta: dict | None = None) -> str:
+        with self.transaction() as db:
+            did = self._next_id("datasets", "d")
+            db["datasets"].insert(dict(
+                id=did, path=str(path), task=task, harness_id=harness_id, checkpoint_id=checkpoint_id,
+                source=source, tasks_tried=tasks_tried, samples=samples, kept=kept,
+                acceptance_rate=(kept / samples) if samples else None, meta=json.dumps(meta or {}),
+                created_at=now()))
+            return did
+
+    def find_dataset(self, path) -> str | None:
+        row = self.conn.execute("SELECT id FROM datasets WHERE path = ?", (str(path),)).fetchone()
+        return row["id"] if row else None
+
+    def dataset(self, did: str) -> dict:
+        return self._get("datasets", did)
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def add_checkpoint(self, *, name: str, path, kind: str, parents: list[tuple[str, str]] = (),
+                       harness_id: str | None = None, dataset_id: str | None = None,
+                       recipe: dict | None = None, round: int | None = None) -> str:
+        """Register a complete checkpoint directory; `parents` are (checkpoint id, role) pairs."""
+        with self.transaction() as db:
+            cid = self._next_id("checkpoints", "c")
+            db["checkpoints"].insert(dict(
+                id=cid, name=name, path=str(path), kind=kind, harness_id=harness_id, dataset_id=dataset_id,
+                recipe=json.dumps(recipe or {}), round=round, created_at=now()))
+            for parent, role in parents:
+                self._require("checkpoints", parent)
+                db["checkpoint_parents"].insert(dict(child=cid, parent=parent, role=role))
+            return cid
+
+    def checkpoint(self, ref: str) -> dict:
+        row = self.conn.execute(
+            "SELECT * FROM checkpoints WHERE id = ? OR name = ? ORDER BY id = ? DESC, created_at DESC LIMIT 1",
+            (ref, ref, ref)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path}: no checkpoint {ref!r}")
+        out = dict(row)
+        out["recipe"] = json.loads(out["recipe"])
+        out["parents"] = self.query("SELECT parent, role FROM checkpoint_parents WHERE child = ?", (out["id"],))
+        return out
+
+    def checkpoints(self) -> list[dict]:
+        return self.query("SELECT id, name, path, kind, harness_id, dataset_id, round, created_at FROM checkpoints "
+                          "ORDER BY rowid")
+
+    # -- evaluations ------------------------------------------------------------------------------
+    def add_evaluation(self, evaluation: dict, episodes: list[dict], turns: list[dict]) -> int:
+        """Store an evaluation with all its episodes and turns in one transaction: all or nothing."""
+        with self.transaction() as db:
+            self._require("harnesses", evaluation["harness_id"])
+            self._require("checkpoints", evaluation["checkpoint_id"])
+            row = dict(evaluation, metrics=json.dumps(evaluation.get("metrics", {})),
+                       config=json.dumps(evaluation.get("config", {})), created_at=now())
+            eid = db["evaluations"].insert(row).last_pk
+            db["episodes"].insert_all(dict(e, evaluation_id=eid) for e in episodes)
+            db["turns"].insert_all(dict(t, evaluation_id=eid) for t in turns)
+            return eid
+
+    def evaluation(self, eid: int) -> dict:
+        out = self._get("evaluations", eid)
+        out["metrics"] = json.loads(out["metrics"])
+        out["config"] = json.loads(out["config"])
+        return out
+
+    def evaluations(self) -> list[dict]:
+        return self.query(
+            "SELECT e.id, e.harness_id AS harness, e.checkpoint_id AS checkpoint, e.task, e.split, e.score, "
+            "e.timr, e.turns, e.mismatched_turns, e.episodes, e.tokens, e.seconds, e.round, e.created_at "
+            "FROM evaluations e ORDER BY e.id")
+
+    def matrix(self, task: str, split: str) -> list[dict]:
+        """The newest evaluation of every (harness, checkpoint) pair for one task and split."""
+        return self.query(
+            "SELECT harness_id AS harness, checkpoint_id AS checkpoint, MAX(id) AS id, score, timr "
+            "FROM evaluations WHERE task = ? AND split = ? GROUP BY harness_id, checkpoint_id",
+            (task, split))
+
+    def episodes(self, eid: int) -> list[dict]:
+        return self.query("SELECT * FROM episodes WHERE evaluation_id = ? ORDER BY idx", (eid,))
+
+    def turns(self, eid: int, episode: int | None = None) -> list[dict]:
+        if episode is None:
+            return self.query("SELECT * FROM turns WHERE evaluation_id = ? ORDER BY episode, turn", (eid,))
+        return self.query("SELECT * FROM turns WHERE evaluation_id = ? AND episode = ? ORDER BY turn",
+                          (eid, episode))
+
+    # -- lineage ----------------------------------------------------------------------------------
+    def harness_lineage(self):
+        from engine.archive.lineage import harness_dag
+        return harness_dag(self)
+
+    def checkpoint_lineage(self):
+        from engine.archive.lineage import checkpoint_dag
+        return checkpoint_dag(self)
+
+    # -- summary ----------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        return {
+            "archive": str(self.path),
+            "schema_version": self.schema_version(),
+            "version": self.version(),
+            "harnesses": self.harnesses(),
+            "checkpoints": self.checkpoints(),
+            "evaluations": self.evaluations(),
+        }
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _get(self, table: str, key) -> dict:
+        row = self.conn.execute(f"SELECT * FROM {table} WHERE id = ?", (key,)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path}: no {table[:-1]} {key!r}")
+        return dict(row)
+
+    def _require(self, table: str, key) -> None:
+        self._get(table, key)

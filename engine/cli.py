@@ -1,0 +1,176 @@
+"""The `coevo` command."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from engine.archive import DEFAULT_PATH, Archive
+from engine.errors import CoevoError
+
+
+def _archive(args, readonly: bool = False) -> Archive:
+    return Archive(args.archive, readonly=readonly)
+
+
+def cmd_init(args) -> None:
+    from engine.init import init, load_init_config
+    with _archive(args) as archive:
+        init(archive, load_init_config(args.config), base_model=args.base_model)
+        print(f"archive {archive.path}: {len(archive.harnesses())} harnesses, {len(archive.checkpoints())} checkpoints")
+
+
+def cmd_eval(args) -> None:
+    from engine.evaluate import evaluate
+    with _archive(args) as archive:
+        r = evaluate(archive, args.harness, args.checkpoint, args.task, args.split, data_dir=args.data,
+                     limit=args.limit, progress=_progress(args))
+        print(f"evaluation {r['id']}: {r['harness_id']} x {r['checkpoint_id']} on {args.task}/{args.split}: "
+              f"score {r['score']:.3f}  TIMR {r['timr']:.1%} ({r['mismatched_turns']}/{r['turns']} turns)  "
+              f"{r['tokens']} tokens in {r['seconds']:.1f}s")
+
+
+def cmd_run(args) -> None:
+    """The main job on the embedded default: build it (once), evaluate every seed harness under every
+    trained checkpoint, print the matrix."""
+    from engine.evaluate import evaluate
+    from engine.init import init, load_init_config
+    from engine.models import load_backend
+    t0 = time.time()
+    with _archive(args) as archive:
+        config = load_init_config(args.config)
+        init(archive, config, base_model=args.base_model)
+        done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(config.task, args.split)}
+        checkpoints = [c for c in archive.checkpoints() if c["kind"] != "base" or args.base_model]
+        for c in checkpoints:
+            todo = [h for h in archive.harnesses() if (h["id"], c["id"]) not in done]
+            if not todo:
+                continue
+            backend = load_backend("transformers", c["path"])
+            for h in todo:
+                r = evaluate(archive, h["id"], c["id"], config.task, args.split, limit=args.limit, backend=backend)
+                print(f"  {h['name']:<24} x {c['name']:<12} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
+        print_matrix(archive, config.task, args.split)
+    print(f"done in {time.time() - t0:.0f}s")
+
+
+def print_matrix(archive: Archive, task: str, split: str) -> None:
+    cells = {(r["harness"], r["checkpoint"]): r for r in archive.matrix(task, split)}
+    hs = [h for h in archive.harnesses() if any(k[0] == h["id"] for k in cells)]
+    cs = [c for c in archive.checkpoints() if any(k[1] == c["id"] for k in cells)]
+    width = 22
+    print(f"\n{task}/{split}: score / TIMR per harness (rows) x checkpoint (columns)")
+    print(" " * 28 + "".join(f"{c['id'] + ' ' + c['name']:>{width}}" for c in cs))
+    for h in hs:
+        row = f"{h['id'] + ' ' + h['name']:<28}"
+        for c in cs:
+            r = cells.get((h["id"], c["id"]))
+            cell = f"{r['score']:.2f} / {r['timr']:.0%}" if r else "-"
+            row += f"{cell:>{width}}"
+        print(row)
+
+
+def cmd_matrix(args) -> None:
+    with _archive(args, readonly=True) as archive:
+        print_matrix(archive, args.task, args.split)
+
+
+def cmd_status(args) -> None:
+    with _archive(args, readonly=True) as archive:
+        summary = archive.summary()
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return
+    print(f"{summary['archive']} (schema {summary['schema_version']}, version {summary['version']})")
+    print(f"harnesses: {len(summary['harnesses'])}")
+    for h in summary["harnesses"]:
+        print(f"  {h['id']:<6} {h['name']:<28} {h['interface']:<10} {h['creator']}")
+    print(f"checkpoints: {len(summary['checkpoints'])}")
+    for c in summary["checkpoints"]:
+        print(f"  {c['id']:<6} {c['name']:<28} {c['kind']:<6} harness={c['harness_id']}")
+    print(f"evaluations: {len(summary['evaluations'])}")
+    for e in summary["evaluations"]:
+        print(f"  {e['id']:<6} {e['harness']:<6} x {e['checkpoint']:<6} {e['task']}/{e['split']:<8} "
+              f"score {e['score']:.3f}  TIMR {e['timr']:.1%}  turns {e['turns']}")
+
+
+def cmd_score(args) -> None:
+    from engine.scoring import score_homebench_files
+    if args.benchmark == "homebench":
+        result = score_homebench_files(args.gold, args.pred)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{'':<8}{'n':>6}{'success':>10}{'precision':>11}{'recall':>9}{'f1':>8}")
+    for cat, m in result.items():
+        fmt = (lambda v: f"{v:.3f}" if v is not None else "-")
+        print(f"{cat:<8}{m['n']:>6}{fmt(m['success']):>10}{fmt(m['precision']):>11}{fmt(m['recall']):>9}"
+              f"{fmt(m['f1']):>8}")
+
+
+def _progress(args):
+    if not sys.stderr.isatty():
+        return None
+    return lambda done, total: print(f"\r  {done}/{total} episodes", end="" if done < total else "\n",
+                                     file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="coevo", description="Model-harness co-evolution.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name, fn, help):
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.add_argument("--archive", default=os.environ.get("COEVO_ARCHIVE", DEFAULT_PATH),
+                        help="the archive file (default ./archive.db)")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = command("init", cmd_init, "build the default model and archive, or register a local model")
+    sp.add_argument("--base-model", help="a local Hugging Face causal-LM directory to register instead")
+    sp.add_argument("--config", help="init config YAML (default assets/init.yaml)")
+
+    sp = command("run", cmd_run, "the main job on the embedded default: init, evaluate, print the matrix")
+    sp.add_argument("--base-model")
+    sp.add_argument("--config")
+    sp.add_argument("--split", default="dev")
+    sp.add_argument("--limit", type=int)
+
+    sp = command("eval", cmd_eval, "evaluate a (harness, checkpoint) pair on a task split")
+    sp.add_argument("--harness", required=True, help="harness id or name")
+    sp.add_argument("--checkpoint", required=True, help="checkpoint id or name")
+    sp.add_argument("--task", default="smart_home")
+    sp.add_argument("--split", default="dev", help="a split name in the data folder, or a JSONL path")
+    sp.add_argument("--data", help="the task's data folder (default: the archive's generated data)")
+    sp.add_argument("--limit", type=int)
+
+    sp = command("matrix", cmd_matrix, "print the score/TIMR matrix of harnesses x checkpoints")
+    sp.add_argument("--task", default="smart_home")
+    sp.add_argument("--split", default="dev")
+
+    sp = command("status", cmd_status, "summarize the archive")
+    sp.add_argument("--json", action="store_true")
+
+    sp = command("score", cmd_score, "score predictions with a benchmark's official metric")
+    sp.add_argument("benchmark", choices=["homebench"])
+    sp.add_argument("--gold", required=True)
+    sp.add_argument("--pred", required=True)
+    sp.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except (CoevoError, KeyError, FileNotFoundError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"coevo {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""What every output interface does: describe its format, render calls in it, parse calls out of it."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call: the harness-level action unit, whatever the interface's surface syntax."""
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "args": self.args}
+
+
+class ParseError(ValueError):
+    """The output violates the interface: unparseable or wrong schema. Such a turn is a mismatch."""
+
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
+
+
+def strip_fence(text: str) -> str:
+    m = _FENCE.match(text)
+    return m.group(1) if m else text
+
+
+class Interface:
+    name: str = ""
+
+    def instructions(self) -> str:
+        """How to answer, for the system prompt."""
+        raise NotImplementedError
+
+    def render(self, calls: list[Call]) -> str:
+        raise NotImplementedError
+
+    def parse(self, text: str, strict: bool = True) -> list[Call]:
+        """Strict: the whole output must be the format. Lenient: find it inside other text."""
+        raise NotImplementedError
+
+
+def check_calls(calls: list[Call]) -> list[Call]:
+    if not calls:
+        raise ParseError("no call in the output")
+    return calls
+
+
+def check_call_obj(obj: Any, where: str, name_key: str, args_key: str) -> Call:
+    """A JSON call object must be {name_key: str, args_key: object} and nothing else."""
+    if not isinstance(obj, dict):
+        raise ParseError(f"{where}: expected an object, got {type(obj).__name__}")
+    extra = set(obj) - {name_key, args_key}
+    if extra:
+        raise ParseError(f"{where}: unexpected key(s) {sorted(extra)}")
+    name = obj.get(name_key)
+    if not isinstance(name, str) or not name:
+        raise ParseError(f"{where}: '{name_key}' must be a non-empty string")
+    args = obj.get(args_key, {})
+    if not isinstance(args, dict):
+        raise ParseError(f"{where}: '{args_key}' must be an object")
+    return Call(name, args)

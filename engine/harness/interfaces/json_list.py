@@ -1,0 +1,33 @@
+"""JSON: the answer is a JSON array of {"name": ..., "args": {...}} objects."""
+from __future__ import annotations
+
+import json
+
+from engine.harness.interfaces.base import Call, Interface, ParseError, check_call_obj, check_calls, strip_fence
+
+
+class JsonInterface(Interface):
+    name = "json"
+
+    def instructions(self) -> str:
+        return ('Answer with a JSON array of calls and nothing else, for example: '
+                '[{"name": "room.device.method", "args": {"param": value}}]')
+
+    def render(self, calls: list[Call]) -> str:
+        return json.dumps([c.to_dict() for c in calls], ensure_ascii=False)
+
+    def parse(self, text: str, strict: bool = True) -> list[Call]:
+        body = text.strip()
+        if not strict:
+            body = strip_fence(body)
+            start, end = body.find("["), body.rfind("]")
+            if start < 0 or end < start:
+                raise ParseError("no JSON array in the output")
+            body = body[start:end + 1]
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as e:
+            raise ParseError(f"not valid JSON: {e.msg} at column {e.colno}") from None
+        if not isinstance(data, list):
+            raise ParseError(f"expected a JSON array, got {type(data).__name__}")
+        return check_calls([check_call_obj(obj, f"call {i}", "name", "args") for i, obj in enumerate(data)])

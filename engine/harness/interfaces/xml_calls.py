@@ -1,0 +1,60 @@
+"""XML: <calls><call name="..."><arg name="...">value</arg></call></calls>."""
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from engine.harness.interfaces.base import Call, Interface, ParseError, check_calls, strip_fence
+
+_INT = re.compile(r"^-?\d+$")
+
+
+def _value(text: str):
+    return int(text) if _INT.match(text) else text
+
+
+class XmlInterface(Interface):
+    name = "xml"
+
+    def instructions(self) -> str:
+        return ('Answer with XML and nothing else, for example: '
+                '<calls><call name="room.device.method"><arg name="param">value</arg></call></calls>')
+
+    def render(self, calls: list[Call]) -> str:
+        parts = []
+        for c in calls:
+            args = "".join(f'<arg name="{_esc(k)}">{_esc(str(v))}</arg>' for k, v in c.args.items())
+            parts.append(f'<call name="{_esc(c.name)}">{args}</call>')
+        return "<calls>" + "".join(parts) + "</calls>"
+
+    def parse(self, text: str, strict: bool = True) -> list[Call]:
+        body = text.strip()
+        if not strict:
+            body = strip_fence(body)
+            start, end = body.find("<calls>"), body.rfind("</calls>")
+            if start < 0 or end < start:
+                raise ParseError("no <calls> element in the output")
+            body = body[start:end + len("</calls>")]
+        if "<!DOCTYPE" in body or "<!ENTITY" in body:
+            raise ParseError("DOCTYPE and entity declarations are not allowed")
+        try:
+            root = ET.fromstring(body)
+        except ET.ParseError as e:
+            raise ParseError(f"not well-formed XML: {e}") from None
+        if root.tag != "calls":
+            raise ParseError(f"root element must be <calls>, got <{root.tag}>")
+        calls = []
+        for i, el in enumerate(root):
+            if el.tag != "call" or not el.get("name"):
+                raise ParseError(f"element {i}: expected <call name=...>, got <{el.tag}>")
+            args = {}
+            for a in el:
+                if a.tag != "arg" or not a.get("name"):
+                    raise ParseError(f"call {i}: expected <arg name=...>, got <{a.tag}>")
+                args[a.get("name")] = _value((a.text or "").strip())
+            calls.append(Call(el.get("name"), args))
+        return check_calls(calls)
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")

@@ -1,0 +1,85 @@
+"""The harness spec: everything of the agent's body that is not weights, versioned and YAML-round-trippable."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from engine.config import dump_yaml, load_yaml, validate
+from engine.harness.interfaces import INTERFACES, Call
+
+SPEC_VERSION = 1
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InterfaceSpec(Strict):
+    name: str = Field(description="a registered interface: " + ", ".join(INTERFACES.names()))
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in INTERFACES:
+            raise ValueError(f"unknown interface {v!r} (known: {', '.join(INTERFACES.names())})")
+        return v
+
+
+class FewShot(Strict):
+    """An example shown before the task; its answer is rendered in the harness's interface."""
+    input: str
+    calls: list[dict[str, Any]]
+
+    def as_calls(self) -> list[Call]:
+        return [Call(c["name"], c.get("args", {})) for c in self.calls]
+
+
+class TurnLoop(Strict):
+    max_turns: int = Field(1, ge=1, le=16)
+    retry_on_parse_error: bool = False
+    retry_message: str = "Your answer could not be parsed ({error}). Answer again in the required format."
+    feedback: str = Field("execution", pattern="^(execution|none)$",
+                          description="what the environment answers after an action")
+
+
+class Sampling(Strict):
+    temperature: float = Field(0.0, ge=0.0, le=5.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(160, ge=1, le=8192)
+
+
+class HarnessSpec(Strict):
+    spec_version: int = SPEC_VERSION
+    name: str
+    task: str = "smart_home"
+    system_prompt: str = Field(description="template; {context} is the task context, {format} the interface's instructions")
+    user_template: str = "{input}"
+    few_shot: list[FewShot] = []
+    interface: InterfaceSpec
+    strict: bool = Field(True, description="parser strictness: the whole output must be the format")
+    loop: TurnLoop = TurnLoop()
+    sampling: Sampling = Sampling()
+
+    @field_validator("system_prompt")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        try:
+            v.format(context="", format="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"bad template placeholder {e}; use {{context}} and {{format}}") from None
+        return v
+
+    @classmethod
+    def load(cls, path) -> "HarnessSpec":
+        return load_yaml(cls, path)
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source=None) -> "HarnessSpec":
+        return validate(cls, data, path=source)
+
+    def to_yaml(self) -> str:
+        return dump_yaml(self)
+
+    def to_dict(self) -> dict:
+        return self.model_dump(mode="json")

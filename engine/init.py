@@ -1,0 +1,109 @@
+"""`coevo init`: the task data, the seed harnesses, and the brain: either a local Hugging Face model
+directory, or the embedded default built offline (tokenizer, random-init tiny Qwen3, root checkpoints
+fine-tuned with ms-swift under different interfaces). Every step is skipped when already done."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel
+
+from engine import ASSETS
+from engine.archive import Archive
+from engine.config import load_yaml
+from engine.evaluate import task_dir
+from engine.harness.spec import HarnessSpec
+from engine.jsonl import write_jsonl
+from engine.models.tiny import TinyModelConfig, build_model, generic_corpus, train_tokenizer
+from engine.tasks import get_task
+from engine.train.data import gold_conversations
+from engine.train.sft import SftJob, finish_sft, load_profile, start_sft
+
+BASE_NAME = "tiny-base"
+
+
+class RootSpec(BaseModel):
+    name: str
+    harness: str  # a seed harness name
+
+
+class InitConfig(BaseModel):
+    task: str = "smart_home"
+    seed: int = 0
+    sizes: dict[str, int] = {"train": 1000, "dev": 60, "test": 200}
+    harnesses: list[str] = ["smart_home_json", "smart_home_xml", "smart_home_tool_call"]
+    model: TinyModelConfig = TinyModelConfig()
+    roots: list[RootSpec] = [RootSpec(name="root-json", harness="smart_home-json"),
+                             RootSpec(name="root-xml", harness="smart_home-xml")]
+    profile: str = "cpu"
+
+
+def load_init_config(path=None) -> InitConfig:
+    return load_yaml(InitConfig, path or ASSETS / "init.yaml")
+
+
+def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable[[str], None] = print) -> dict:
+    data = task_dir(archive, config.task)
+    task_cls = type(get_task(config.task, data))
+    if not all((data / f"{s}.jsonl").exists() for s in config.sizes):
+        log(f"generating {config.task} data {config.sizes} (seed {config.seed}) in {data}")
+        task_cls.generate(data, seed=config.seed, sizes=config.sizes)
+    task = get_task(config.task, data)
+
+    specs = {}
+    for name in config.harnesses:
+        spec = HarnessSpec.load(ASSETS / "harnesses" / f"{name}.yaml")
+        specs[spec.name] = (archive.add_harness(spec.to_dict(), creator="seed", rationale="seed harness"), spec)
+
+    existing = {c["name"]: c["id"] for c in archive.checkpoints()}
+    if base_model is not None:
+        path = Path(base_model).resolve()
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path}: not a Hugging Face model directory (no config.json)")
+        name = path.name
+        if name not in existing:
+            existing[name] = archive.add_checkpoint(name=name, path=path, kind="base", recipe={"source": str(path)})
+            log(f"registered base model {name} as {existing[name]}")
+        return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}
+
+    ckpt_dir = archive.files_dir / "checkpoints"
+    if BASE_NAME not in existing:
+        log("training the tokenizer and building the tiny base model")
+        texts = generic_corpus()
+        train = task.load("train")
+        for _, spec in specs.values():
+            texts += [m["content"] for row in gold_conversations(spec, task, train[:300]) for m in row["messages"]]
+        tmp = ckpt_dir / f"{BASE_NAME}.partial"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tok = train_tokenizer(texts, tmp, config.model.vocab_size)
+        build_model(tok, tmp, config.model)
+        os.replace(tmp, ckpt_dir / BASE_NAME)
+        existing[BASE_NAME] = archive.add_checkpoint(name=BASE_NAME, path=ckpt_dir / BASE_NAME, kind="base",
+                                                     recipe={"tiny": config.model.model_dump()})
+    base = archive.checkpoint(existing[BASE_NAME])
+
+    profile = load_profile(config.profile)
+    pending = [r for r in config.roots if r.name not in existing]
+    running = []
+    for root in pending:  # start every root's SFT at once: one worker process each
+        harness_id, spec = specs[root.harness]
+        path = archive.files_dir / "data" / f"{root.name}-gold.jsonl"
+        rows = gold_conversations(spec, task, task.load("train"))
+        write_jsonl(path, rows)
+        dataset = archive.find_dataset(path) or archive.add_dataset(
+            path=path, task=config.task, source="gold", harness_id=harness_id, tasks_tried=len(rows),
+            samples=len(rows), kept=len(rows), meta={"split": "train"})
+        job = SftJob(model_dir=base["path"], dataset=str(path), output_dir=str(ckpt_dir / root.name),
+                     profile=profile, seed=config.seed)
+        shutil.rmtree(job.output_dir, ignore_errors=True)  # unregistered, so never finished
+        log(f"fine-tuning {root.name} under {root.harness} with ms-swift ({len(rows)} conversations)")
+        running.append((root, harness_id, dataset, job, start_sft(job)))
+    for root, harness_id, dataset, job, proc in running:
+        path = finish_sft(job, proc)
+        existing[root.name] = archive.add_checkpoint(
+            name=root.name, path=path, kind="sft", parents=[(base["id"], "init")], harness_id=harness_id,
+            dataset_id=dataset, recipe={"profile": profile.model_dump(), "seed": config.seed})
+        log(f"registered {root.name} as {existing[root.name]}")
+    return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}

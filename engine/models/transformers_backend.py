@@ -1,0 +1,56 @@
+"""Generation through Hugging Face transformers (CPU or GPU): left-padded batches, one generate per batch."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TransformersBackend:
+    name = "transformers"
+
+    def __init__(self, model_dir, *, batch_size: int = 32, device: str | None = None, seed: int = 0):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.model_dir = Path(model_dir)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        gen_eos = self.model.generation_config.eos_token_id
+        eos = gen_eos if isinstance(gen_eos, list) else [gen_eos]
+        self.stop_ids = {i for i in eos + [self.tokenizer.eos_token_id] if i is not None}
+        self.batch_size = batch_size
+        self.seed = seed
+
+    def chat_prompt(self, messages: list[dict]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
+        """(text, generated tokens) per prompt, in order; text stops before the stop token."""
+        torch = self.torch
+        torch.manual_seed(self.seed)
+        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))  # similar lengths pad less
+        results: list[tuple[str, int]] = [("", 0)] * len(prompts)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in idx]}, return_tensors="pt").to(self.device)
+            sampling = dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else \
+                dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+            with torch.inference_mode():
+                out = self.model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
+                                          eos_token_id=sorted(self.stop_ids), **sampling)
+            new = out[:, batch["input_ids"].shape[1]:].tolist()
+            for i, ids in zip(idx, new):
+                results[i] = self._cut(ids)
+        return results
+
+    def _cut(self, ids: list[int]) -> tuple[str, int]:
+        for n, t in enumerate(ids):
+            if t in self.stop_ids:
+                return self.tokenizer.decode(ids[:n], skip_special_tokens=False), n + 1
+        return self.tokenizer.decode(ids, skip_special_tokens=False), len(ids)

@@ -1,0 +1,18 @@
+"""The task registry. Each vertical has a loader, a generator, an environment and a scorer."""
+from engine.registry import Registry
+from engine.tasks.base import Environment, Item, StepResult, Task
+
+TASKS: Registry[type[Task]] = Registry("task")
+
+
+def get_task(name: str, data_dir) -> Task:
+    _load_builtin()
+    return TASKS.get(name)(data_dir)
+
+
+def _load_builtin() -> None:
+    # importing registers; kept lazy so `engine.tasks` stays cheap to import
+    import engine.tasks.smart_home  # noqa: F401
+
+
+__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task"]

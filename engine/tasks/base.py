@@ -1,0 +1,69 @@
+"""What a task (vertical) provides to the harness runtime."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.harness.interfaces import Call
+
+
+@dataclass
+class Item:
+    """One task instance: an id, the user-facing input, the gold answer, and task-specific context."""
+    id: str
+    input: str
+    gold: Any
+    category: str
+    context: Any = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    feedback: str
+    reward: float
+    done: bool
+    success: bool
+    prediction: Any = None
+
+
+class Environment:
+    """Answers the turns of one episode."""
+
+    def step(self, calls: list[Call]) -> StepResult:
+        raise NotImplementedError
+
+
+class Task:
+    name: str = ""
+
+    def __init__(self, data_dir):
+        self.data_dir = Path(data_dir)
+
+    def load(self, split: str, limit: int | None = None) -> list[Item]:
+        raise NotImplementedError
+
+    def context(self, item: Item) -> str:
+        """The text the harness puts in its system prompt's {context}."""
+        raise NotImplementedError
+
+    def check_call(self, call: Call, item: Item) -> str | None:
+        """Interface-level schema check: the reason the call violates the tool schema, or None."""
+        raise NotImplementedError
+
+    def environment(self, item: Item) -> Environment:
+        raise NotImplementedError
+
+    def gold_calls(self, item: Item) -> list[Call]:
+        """The gold answer as calls (rendered through a harness to make supervised data)."""
+        raise NotImplementedError
+
+    def score(self, items: list[Item], predictions: list[Any]) -> tuple[float, dict]:
+        """(headline score, task metrics) of predictions aligned with items."""
+        raise NotImplementedError
+
+    @classmethod
+    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:
+        """Write a seeded synthetic data set in the official format."""
+        raise NotImplementedError

@@ -1,0 +1,3 @@
+from engine.tasks.smart_home.task import SmartHomeTask
+
+__all__ = ["SmartHomeTask"]

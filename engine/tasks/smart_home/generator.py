@@ -1,0 +1,165 @@
+"""A seeded generator of HomeBench-format homes and instructions (all five categories) for the CPU default."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from engine.jsonl import write_jsonl
+from engine.tasks.smart_home.catalog import CORE_METHODS, DEVICES
+from engine.tasks.smart_home.data import HOMES_FILE
+
+ROOMS = ["living_room", "master_bedroom", "guest_bedroom", "kitchen", "study_room", "dining_room",
+         "bathroom", "balcony", "garage", "corridor"]
+ROOM_DEVICES = ["light", "air_conditioner", "heating", "fan", "air_purifiers", "humidifier", "dehumidifiers",
+                "aromatherapy", "curtain", "blinds", "media_player", "trash"]
+SPOKEN = {"air_purifiers": "air purifier", "dehumidifiers": "dehumidifier", "media_player": "media player",
+          "air_conditioner": "air conditioner"}
+OPTIONS = {
+    ("air_conditioner", "mode"): ["cool", "heat", "fan_only", "dry"],
+    ("heating", "mode"): ["comfort", "eco", "auto"],
+    ("air_purifiers", "mode"): ["auto", "sleep", "strong"],
+    ("humidifier", "mode"): ["auto", "sleep"],
+    ("dehumidifiers", "mode"): ["auto", "sleep"],
+    "fan_speed": ["auto", "low", "medium", "high"],
+    "speed": ["auto", "low", "medium", "high"],
+    "swing": ["auto", "up", "middle", "down"],
+}
+RANGES = {"temperature": (16, 30), "interval": (10, 60)}  # others are 0..100
+# instructions are generated for these methods; free-text ones (song, artist, color) are left out
+SPOKEN_METHODS = {"turn_on", "turn_off", "open", "close", "play", "pause", "stop", "pack", "set_brightness",
+                  "set_temperature", "set_degree", "set_intensity", "set_interval", "set_volume", "set_mode",
+                  "set_fan_speed", "set_swing", "set_speed"}
+VERBS = {
+    "turn_on": ["Turn on the {dev} in the {room}", "Switch on the {room} {dev}"],
+    "turn_off": ["Turn off the {dev} in the {room}", "Switch off the {room} {dev}"],
+    "open": ["Open the {dev} in the {room}"], "close": ["Close the {dev} in the {room}"],
+    "play": ["Play the {dev} in the {room}"], "pause": ["Pause the {dev} in the {room}"],
+    "stop": ["Stop the {dev} in the {room}"], "pack": ["Pack the {dev} in the {room}"],
+}
+SETTERS = ["Set the {attr} of the {dev} in the {room} to {value}", "Set the {room} {dev} {attr} to {value}"]
+TYPE_SHARES = [("VS", 0.35), ("IS", 0.2), ("VM", 0.2), ("IM", 0.1), ("MM", 0.15)]
+
+
+def _spoken(name: str) -> str:
+    return SPOKEN.get(name, name).replace("_", " ")
+
+
+def _value(rng: random.Random, device: str, param: str):
+    opts = OPTIONS.get((device, param)) or OPTIONS.get(param)
+    if opts:
+        return rng.choice(opts)
+    lo, hi = RANGES.get(param, (0, 100))
+    return rng.randint(lo, hi)
+
+
+def make_home(rng: random.Random, home_id: int) -> dict:
+    methods, status = [], {}
+    for room in rng.sample(ROOMS, rng.randint(2, 3)):
+        status[room] = {"room_name": room}
+        for dev in rng.sample(ROOM_DEVICES, rng.randint(2, 3)):
+            ops = list(CORE_METHODS[dev]) + [m for m, p in DEVICES[dev].items() if p and rng.random() < 0.6]
+            attrs = {}
+            for op in ops:
+                for param, typ in DEVICES[dev][op]:
+                    opts = OPTIONS.get((dev, param)) or OPTIONS.get(param)
+                    if opts:
+                        attrs[param] = {"value": rng.choice(opts), "options": opts}
+                    elif typ == "int":
+                        lo, hi = RANGES.get(param, (0, 100))
+                        attrs[param] = {"value": rng.randint(lo, hi), "lowest": lo, "highest": hi}
+                methods.append({"room_name": room, "device_name": dev, "operation": op,
+                                "parameters": [{"name": p, "type": t} for p, t in DEVICES[dev][op]]})
+            status[room][dev] = {"state": rng.choice(["on", "off"]), "attributes": attrs}
+    return {"home_id": home_id, "method": methods, "home_status": status}
+
+
+def _devices(home: dict) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for m in home["method"]:
+        out.setdefault((m["room_name"], m["device_name"]), set()).add(m["operation"])
+    return out
+
+
+def _clause(rng, room: str, dev: str, method: str) -> tuple[str, str]:
+    """(instruction clause, operation string) for one call, valid or not."""
+    params = DEVICES[dev][method]
+    if not params:
+        text = rng.choice(VERBS[method]).format(dev=_spoken(dev), room=_spoken(room))
+        return text, f"{room}.{dev}.{method}()"
+    param = params[0][0]
+    value = _value(rng, dev, param)
+    text = rng.choice(SETTERS).format(attr=_spoken(param), dev=_spoken(dev), room=_spoken(room), value=value)
+    return text, f"{room}.{dev}.{method}({value})"
+
+
+def _valid(rng, devices) -> tuple[str, str]:
+    (room, dev) = rng.choice(sorted(devices))
+    method = rng.choice(sorted(devices[(room, dev)] & SPOKEN_METHODS))
+    return _clause(rng, room, dev, method)
+
+
+def _invalid(rng, devices) -> tuple[str, str, str]:
+    """An operation the home cannot do: a device the room lacks, or an attribute the device lacks."""
+    lacking = [(r, d, m) for (r, d), ops in devices.items()
+               for m in DEVICES[d] if m not in ops and m in SPOKEN_METHODS]
+    if lacking and rng.random() < 0.5:
+        room, dev, method = rng.choice(sorted(lacking))
+        kind = "unexist_attribute"
+    else:
+        room = rng.choice(sorted({r for r, _ in devices}))
+        absent = [d for d in ROOM_DEVICES if (room, d) not in devices]
+        dev = rng.choice(absent)
+        method = rng.choice(sorted(set(DEVICES[dev]) & SPOKEN_METHODS))
+        kind = "unexist_device"
+    text, _ = _clause(rng, room, dev, method)
+    return text, "error_input", kind
+
+
+def _join(clauses: list[str]) -> str:
+    parts = [clauses[0]] + [c[0].lower() + c[1:] for c in clauses[1:]]
+    return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
+
+
+def make_row(rng: random.Random, home: dict, n: int) -> dict:
+    devices = _devices(home)
+    cat = rng.choices([c for c, _ in TYPE_SHARES], weights=[w for _, w in TYPE_SHARES])[0]
+    hid = home["home_id"]
+    if cat == "VS":
+        text, op = _valid(rng, devices)
+        return {"id": f"home{hid}_one_{n}", "input": text + ".", "output": f"''' {op}'''", "home_id": hid,
+                "type": "normal"}
+    if cat == "IS":
+        text, op, kind = _invalid(rng, devices)
+        return {"id": f"home{hid}_one_{n}", "input": text + ".", "output": f"'''{op}'''", "home_id": hid,
+                "type": kind}
+    k = rng.randint(2, 3)
+    if cat == "VM":
+        picks, kind = [_valid(rng, devices) for _ in range(k)], f"multi{k}_normal"
+    elif cat == "IM":
+        inv = [_invalid(rng, devices) for _ in range(k)]
+        picks, kind = [(t, o) for t, o, _ in inv], f"multi{k}_{inv[0][2]}"
+    else:
+        picks = [_valid(rng, devices), _invalid(rng, devices)[:2]] + \
+                [(_valid(rng, devices) if rng.random() < 0.5 else _invalid(rng, devices)[:2]) for _ in range(k - 2)]
+        rng.shuffle(picks)
+        kind = f"multi{k}_mix"
+    return {"id": f"home{hid}_multi_{n}", "input": _join([t for t, _ in picks]),
+            "output": "'''" + "".join(o + "," for _, o in picks) + "'''", "home_id": hid, "type": kind}
+
+
+def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40) -> None:
+    """Homes plus one JSONL per split, all in HomeBench's format; the same seed gives the same files."""
+    out = Path(out_dir)
+    rng = random.Random(seed)
+    homes = [make_home(rng, i) for i in range(n_homes)]
+    n = 0
+    splits = {}
+    for split, size in sizes.items():
+        rows = []
+        for _ in range(size):
+            rows.append(make_row(rng, rng.choice(homes), n))
+            n += 1
+        splits[split] = rows
+    write_jsonl(out / HOMES_FILE, homes)
+    for split, rows in splits.items():
+        write_jsonl(out / f"{split}.jsonl", rows)

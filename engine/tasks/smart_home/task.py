@@ -1,0 +1,141 @@
+"""The smart-home vertical (HomeBench): the home is the context, an action is a list of device calls,
+and an operation the home cannot do must be answered with the call `error_input`."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from engine.errors import InputError
+from engine.harness.interfaces import Call
+from engine.tasks import TASKS
+from engine.tasks.base import Environment, Item, StepResult, Task
+from engine.tasks.smart_home import generator
+from engine.tasks.smart_home.catalog import DEVICES, param_names
+from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, Home, load_homes, load_rows
+from engine.tasks.smart_home.scorer import parse_operations, score_rows
+
+ERROR = "error_input"
+_OP = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\((?P<args>.*)\)$")
+
+
+def split_name(name: str) -> tuple[str, str, str] | None:
+    parts = name.split(".")
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    if len(parts) == 2:
+        return NO_ROOM, parts[0], parts[1]
+    return None
+
+
+def _arg_text(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "(" + ",".join(str(x) for x in v) + ")"
+    return str(v)
+
+
+def call_to_operation(call: Call) -> str:
+    if call.name == ERROR:
+        return ERROR
+    return f"{call.name}({','.join(_arg_text(v) for v in call.args.values())})"
+
+
+def operation_to_call(op: str) -> Call:
+    """'room.device.method(a)' -> Call, naming the arguments from the catalog."""
+    if op == ERROR:
+        return Call(ERROR)
+    m = _OP.match(op)
+    parsed = split_name(m.group("name")) if m else None
+    if not parsed or parsed[1] not in DEVICES or parsed[2] not in DEVICES[parsed[1]]:
+        raise ValueError(f"not a catalog operation: {op!r}")
+    names = param_names(parsed[1], parsed[2])
+    raw = m.group("args")
+    values = [raw] if len(names) == 1 and raw.startswith("(") else ([v for v in raw.split(",")] if raw else [])
+    if len(values) != len(names):
+        raise ValueError(f"{op!r}: expected {len(names)} argument(s)")
+    return Call(m.group("name"), {n: (int(v) if re.fullmatch(r"-?\d+", v) else v) for n, v in zip(names, values)})
+
+
+class SmartHomeEnvironment(Environment):
+    def __init__(self, home: Home, gold: str):
+        self.home, self.gold = home, Counter(parse_operations(gold))
+
+    def step(self, calls: list[Call]) -> StepResult:
+        prediction = [call_to_operation(c) for c in calls]
+        lines = []
+        for c, op in zip(calls, prediction):
+            parsed = split_name(c.name)
+            if c.name == ERROR:
+                lines.append(f"{op}: noted")
+            elif parsed and self.home.has(*parsed):
+                lines.append(f"{op}: ok")
+            else:
+                lines.append(f"{op}: failed, the home has no such device or method")
+        success = Counter(parse_operations(prediction)) == self.gold
+        return StepResult("\n".join(lines), float(success), True, success, prediction)
+
+
+@TASKS.register("smart_home")
+class SmartHomeTask(Task):
+    name = "smart_home"
+
+    def __init__(self, data_dir):
+        super().__init__(data_dir)
+        self._homes: dict[int, Home] | None = None
+
+    @property
+    def homes(self) -> dict[int, Home]:
+        if self._homes is None:
+            self._homes = load_homes(self.data_dir / HOMES_FILE)
+        return self._homes
+
+    def split_path(self, split: str) -> Path:
+        for candidate in (self.data_dir / f"{split}.jsonl", Path(split)):
+            if candidate.is_file():
+                return candidate
+        raise InputError(f"no split {split!r}: neither {self.data_dir / (split + '.jsonl')} nor a file {split!r}")
+
+    def load(self, split: str, limit: int | None = None) -> list[Item]:
+        rows = load_rows(self.split_path(split), self.homes)
+        if limit is not None:
+            rows = rows[:limit]
+        return [Item(r.id, r.input, r.output, r.category, context=self.homes[r.home_id],
+                     meta={"type": r.type, "home_id": r.home_id}) for r in rows]
+
+    def context(self, item: Item) -> str:
+        home: Home = item.context
+        return "\n".join(
+            f"{home.address(room, dev)}: " + " ".join(f"{m}({','.join(p)})" if p else m for m, p in methods.items())
+            for (room, dev), methods in home.devices.items())
+
+    def check_call(self, call: Call, item: Item) -> str | None:
+        if call.name == ERROR:
+            return f"{ERROR} takes no arguments" if call.args else None
+        parsed = split_name(call.name)
+        if parsed is None:
+            return f"unknown tool {call.name!r}: expected room.device.method"
+        room, device, method = parsed
+        declared = item.context.devices.get((room, device), {}) if item.context else {}
+        if method in declared:
+            expected = declared[method]
+        elif device in DEVICES and method in DEVICES[device]:
+            expected = param_names(device, method)
+        else:
+            return f"unknown tool {call.name!r}"
+        if sorted(call.args) != sorted(expected):
+            return f"wrong arguments for {call.name}: expected {expected}, got {sorted(call.args)}"
+        return None
+
+    def environment(self, item: Item) -> Environment:
+        return SmartHomeEnvironment(item.context, item.gold)
+
+    def gold_calls(self, item: Item) -> list[Call]:
+        return [operation_to_call(op) for op in parse_operations(item.gold)]
+
+    def score(self, items: list[Item], predictions: list) -> tuple[float, dict]:
+        metrics = score_rows([i.gold for i in items], predictions, [i.category for i in items])
+        return metrics["overall"]["success"] or 0.0, metrics
+
+    @classmethod
+    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:
+        generator.write_dataset(out_dir, seed=seed, sizes=sizes)

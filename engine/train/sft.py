@@ -1,0 +1,136 @@
+"""Supervised fine-tuning through ms-swift, one job per worker process.
+
+ms-swift sets environment variables, reseeds global RNGs and leaves threads behind, so each run gets a
+fresh interpreter (`python -m engine.train.sft_worker JOB.json`). The checkpoint directory appears at its
+final path only once complete (an atomic rename), so a killed run leaves nothing half-written behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from engine import ASSETS
+from engine.config import load_yaml
+from engine.errors import CoevoError
+
+
+class TrainProfile(BaseModel):
+    name: str
+    tuner_type: str = "full"
+    torch_dtype: str = "float32"
+    learning_rate: float
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int = 1
+    num_train_epochs: float = 1
+    max_length: int = 2048
+    warmup_ratio: float = 0.0
+    lr_scheduler_type: str = "cosine"
+    weight_decay: float = 0.0
+    optim: str | None = None
+    deepspeed: str | None = None
+    nproc_per_node: int | None = None
+    threads: int | None = None  # OMP threads per worker on the CPU
+
+
+def load_profile(name_or_path: str) -> TrainProfile:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = ASSETS / "train" / f"{name_or_path}.yaml"
+    return load_yaml(TrainProfile, path)
+
+
+class SftJob(BaseModel):
+    model_dir: str
+    dataset: str
+    output_dir: str
+    profile: TrainProfile
+    seed: int = 0
+    model_type: str = "qwen3"
+    template: str = "qwen3_nothinking"
+
+
+def work_dir(job: SftJob) -> Path:
+    """Where a job trains; renamed to `output_dir` once complete."""
+    return Path(job.output_dir + ".partial")
+
+
+def swift_arguments(job: SftJob) -> dict:
+    """The keyword arguments of ms-swift's SftArguments for this job."""
+    p = job.profile
+    bf16 = p.torch_dtype == "bfloat16"
+    kw = dict(
+        model=job.model_dir, model_type=job.model_type, template=job.template, use_hf=True, check_model=False,
+        dataset=[job.dataset], split_dataset_ratio=0.0, tuner_type=p.tuner_type, torch_dtype=p.torch_dtype,
+        bf16=bf16, fp16=False, learning_rate=p.learning_rate,
+        per_device_train_batch_size=p.per_device_train_batch_size,
+        gradient_accumulation_steps=p.gradient_accumulation_steps, num_train_epochs=p.num_train_epochs,
+        max_length=p.max_length, warmup_ratio=p.warmup_ratio, lr_scheduler_type=p.lr_scheduler_type,
+        weight_decay=p.weight_decay, output_dir=str(work_dir(job) / "swift"), add_version=False,
+        save_only_model=True, save_strategy="epoch", save_total_limit=1, report_to=["none"],
+        dataloader_num_workers=0, dataset_num_proc=1, logging_steps=10, seed=job.seed, data_seed=job.seed,
+        eval_strategy="no")
+    if p.optim:
+        kw["optim"] = p.optim
+    if p.deepspeed:
+        kw["deepspeed"] = p.deepspeed
+    return kw
+
+
+def launch_command(job_file: Path, profile: TrainProfile) -> tuple[list[str], dict]:
+    """The command and environment that run one SFT job: plain python, or torchrun for DeepSpeed."""
+    env = dict(os.environ)
+    env["MODELSCOPE_CACHE"] = str(job_file.parent / "modelscope")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if profile.threads:
+        env["OMP_NUM_THREADS"] = str(profile.threads)
+    if profile.nproc_per_node:
+        env["NPROC_PER_NODE"] = str(profile.nproc_per_node)
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={profile.nproc_per_node}",
+               "-m", "engine.train.sft_worker", str(job_file)]
+    else:
+        cmd = [sys.executable, "-m", "engine.train.sft_worker", str(job_file)]
+    return cmd, env
+
+
+def start_sft(job: SftJob) -> subprocess.Popen:
+    """Start the worker; `finish_sft` waits for it and publishes the checkpoint."""
+    work = work_dir(job)
+    if work.exists():
+        shutil.rmtree(work)  # leftovers of a killed run: start clean
+    work.mkdir(parents=True)
+    job_file = work / "job.json"
+    job_file.write_text(job.model_dump_json(indent=2))
+    cmd, env = launch_command(job_file, job.profile)
+    log = open(work / "train.log", "w")
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+
+
+def finish_sft(job: SftJob, proc: subprocess.Popen) -> Path:
+    work = work_dir(job)
+    rc = proc.wait()
+    log = work / "train.log"
+    result_file = work / "result.json"
+    if rc != 0 or not result_file.exists():
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+        raise CoevoError(f"SFT failed (exit {rc}); log {log}:\n{tail}")
+    result = json.loads(result_file.read_text())
+    ckpt = Path(result["last_model_checkpoint"])
+    final = Path(job.output_dir)
+    shutil.move(str(ckpt), str(work / "model"))
+    (work / "model" / "train_result.json").write_text(json.dumps(result, indent=1))
+    shutil.rmtree(work / "swift", ignore_errors=True)
+    shutil.rmtree(work / "modelscope", ignore_errors=True)
+    shutil.move(str(log), str(work / "model" / "train.log"))
+    os.replace(work / "model", final)  # the checkpoint appears complete or not at all
+    shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def run_sft(job: SftJob) -> Path:
+    return finish_sft(job, start_sft(job))

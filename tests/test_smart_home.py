@@ -1,0 +1,91 @@
+import collections
+import filecmp
+import json
+
+import pytest
+
+from conftest import SHARED_DATA, write_lines
+from engine.errors import InputError
+from engine.harness.interfaces import Call
+from engine.tasks import get_task
+from engine.tasks.smart_home import SmartHomeTask
+from engine.tasks.smart_home.data import HOMES_FILE, load_homes, load_rows
+from engine.tasks.smart_home.task import operation_to_call
+
+REAL = SHARED_DATA / "homebench"
+
+
+def test_generator_is_seeded_and_covers_every_category(tmp_path, home_data):
+    SmartHomeTask.generate(tmp_path, seed=7, sizes={"train": 120, "dev": 40})
+    for name in (HOMES_FILE, "train.jsonl", "dev.jsonl"):
+        assert filecmp.cmp(tmp_path / name, home_data / name, shallow=False)
+    items = get_task("smart_home", home_data).load("train")
+    assert set(collections.Counter(i.category for i in items)) == {"VS", "IS", "VM", "IM", "MM"}
+
+
+def test_gold_answers_pass_the_tool_schema_and_succeed(home_data):
+    task = get_task("smart_home", home_data)
+    for item in task.load("dev"):
+        calls = task.gold_calls(item)
+        assert [task.check_call(c, item) for c in calls] == [None] * len(calls)
+        assert task.environment(item).step(calls).success
+
+
+def test_tool_schema_separates_mismatch_from_wrong_answer(home_data):
+    task = get_task("smart_home", home_data)
+    item = task.load("dev")[0]
+    assert "unknown tool" in task.check_call(Call("kitchen.toaster.toast"), item)
+    assert "wrong arguments" in task.check_call(Call("kitchen.light.set_brightness", {"level": 3}), item)
+    assert "takes no arguments" in task.check_call(Call("error_input", {"x": 1}), item)
+    # a real device type the home lacks is a wrong answer, not an interface mismatch
+    assert task.check_call(Call("nowhere_room.light.turn_on"), item) is None
+    result = task.environment(item).step([Call("nowhere_room.light.turn_on")])
+    assert not result.success and "failed" in result.feedback
+
+
+def test_operation_strings_convert_to_calls():
+    assert operation_to_call("living_room.light.set_color((1,2,3))").args == {"color": "(1,2,3)"}
+    assert operation_to_call("vacuum_robot.set_mode(auto)") == Call("vacuum_robot.set_mode", {"mode": "auto"})
+    with pytest.raises(ValueError):
+        operation_to_call("kitchen.toaster.toast()")
+
+
+def test_broken_jsonl_line_is_named(tmp_path, home_data):
+    rows = (home_data / "dev.jsonl").read_text().splitlines()
+    path = write_lines(tmp_path / "dev.jsonl", rows[:2] + ['{"id": "x", "input": '] + rows[2:4])
+    with pytest.raises(InputError, match=r"dev.jsonl:3: not valid JSON"):
+        load_rows(path)
+
+
+def test_unknown_device_in_a_home_file_is_named(tmp_path, home_data):
+    homes = [json.loads(l) for l in (home_data / HOMES_FILE).read_text().splitlines()]
+    homes[1]["method"][2]["device_name"] = "toaster"
+    path = write_lines(tmp_path / HOMES_FILE, homes)
+    with pytest.raises(InputError) as e:
+        load_homes(path)
+    assert f"{HOMES_FILE}:2" in str(e.value) and "method[2].device_name" in str(e.value) and "toaster" in str(e.value)
+
+
+def test_rows_with_missing_fields_or_homes_are_named(tmp_path, home_data):
+    homes = load_homes(home_data / HOMES_FILE)
+    path = write_lines(tmp_path / "x.jsonl", [{"id": "a", "input": "x", "output": "'''error_input'''",
+                                               "home_id": 9999, "type": "normal"}])
+    with pytest.raises(InputError, match=r"x.jsonl:1 \[home_id\]"):
+        load_rows(path, homes)
+    path = write_lines(tmp_path / "y.jsonl", [{"id": "a", "input": "x", "home_id": 0, "type": "normal"}])
+    with pytest.raises(InputError, match=r"y.jsonl:1 \[output\]: missing field"):
+        load_rows(path)
+    path = write_lines(tmp_path / "z.jsonl", [{"id": "a", "input": "x", "output": "", "home_id": 0, "type": "odd"}])
+    with pytest.raises(InputError, match=r"z.jsonl:1 \[type\]"):
+        load_rows(path)
+
+
+@pytest.mark.skipif(not (REAL / HOMES_FILE).exists(), reason="../shared/data/homebench is not here")
+def test_loader_reads_the_official_homebench_files():
+    task = get_task("smart_home", REAL)
+    items = task.load(str(REAL / "dev_sample_160.jsonl"))
+    assert len(items) == 160 and len(task.homes) == 100
+    assert collections.Counter(i.category for i in items) == {"VS": 40, "IS": 40, "VM": 40, "MM": 40}
+    ok = sum(task.environment(i).step(task.gold_calls(i)).success for i in items)
+    assert ok == 160
+    assert "master_bedroom.light: turn_on turn_off" in task.context(items[0]) or task.context(items[0])
