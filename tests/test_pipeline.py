@@ -100,3 +100,15 @@ def test_killed_eval_leaves_a_valid_archive_with_no_partial_evaluation(built):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         assert _consistent(archive) in (n, n + 1)
+
+
+def test_a_local_model_directory_registers_as_the_base(built, tmp_path):
+    archive, _ = built
+    base_dir = next(c["path"] for c in _status(archive)["checkpoints"] if c["name"] == "tiny-base")
+    fresh = tmp_path / "real.db"
+    coevo("init", "--archive", str(fresh), "--base-model", base_dir)
+    status = _status(fresh)
+    assert [(c["kind"], c["path"]) for c in status["checkpoints"]] == [("base", base_dir)]
+    assert len(status["harnesses"]) == 3
+    bad = coevo("init", "--archive", str(fresh), "--base-model", str(tmp_path), check=False)
+    assert bad.returncode == 2 and "no config.json" in bad.stderr

@@ -37,7 +37,7 @@ class ArchiveError(CoevoError):
 
 class Archive:
     def __init__(self, path=DEFAULT_PATH, *, readonly: bool = False):
-        self.path = Path(path)
+        self.path = Path(path).resolve()  # checkpoints and workers need absolute paths
         self.readonly = readonly
         if readonly:
             if not self.path.exists():

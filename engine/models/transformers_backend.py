@@ -10,6 +10,9 @@ class TransformersBackend:
     def __init__(self, model_dir, *, batch_size: int = 32, device: str | None = None, seed: int = 0):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the CLI prints its own progress
 
         self.torch = torch
         self.model_dir = Path(model_dir)

@@ -57,7 +57,7 @@ class SftJob(BaseModel):
 
 def work_dir(job: SftJob) -> Path:
     """Where a job trains; renamed to `output_dir` once complete."""
-    return Path(job.output_dir + ".partial")
+    return Path(job.output_dir + ".partial").resolve()
 
 
 def swift_arguments(job: SftJob) -> dict:
