@@ -32,28 +32,77 @@ def cmd_eval(args) -> None:
               f"{r['tokens']} tokens in {r['seconds']:.1f}s")
 
 
-def cmd_run(args) -> None:
-    """The main job on the embedded default: build it (once), evaluate every seed harness under every
-    trained checkpoint, print the matrix."""
+def _evaluate_seeds(archive: Archive, task: str, split: str, limit=None, include_base=False) -> None:
+    """Every harness under every checkpoint that has no evaluation yet (the starting matrix)."""
     from engine.evaluate import evaluate
-    from engine.init import init, load_init_config
     from engine.models import load_backend
+    done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(task, split)}
+    for c in archive.checkpoints():
+        if c["kind"] == "base" and not include_base:
+            continue
+        todo = [h for h in archive.harnesses() if (h["id"], c["id"]) not in done]
+        backend = load_backend("transformers", c["path"]) if todo else None
+        for h in todo:
+            r = evaluate(archive, h["id"], c["id"], task, split, limit=limit, backend=backend)
+            print(f"  {h['name']:<24} x {c['name']:<12} score {r['score']:.3f}  TIMR {r['timr']:6.1%}", flush=True)
+
+
+def _run_config(args):
+    from engine.evolve.rounds import load_run_config
+    return load_run_config(args.run_config, mode=args.mode, gate=args.gate, seed=args.seed,
+                           inheritance=args.inheritance, editor=args.editor)
+
+
+def cmd_run(args) -> None:
+    """The main job: build the embedded default (once), evaluate the seed harnesses under the roots,
+    then run rounds of co-evolution; resumes where a killed run stopped."""
+    from engine.evolve.rounds import RoundRunner, Waiting
+    from engine.init import init, load_init_config
     t0 = time.time()
     with _archive(args) as archive:
         config = load_init_config(args.config)
         init(archive, config, base_model=args.base_model)
-        done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(config.task, args.split)}
-        checkpoints = [c for c in archive.checkpoints() if c["kind"] != "base" or args.base_model]
-        for c in checkpoints:
-            todo = [h for h in archive.harnesses() if (h["id"], c["id"]) not in done]
-            if not todo:
-                continue
-            backend = load_backend("transformers", c["path"])
-            for h in todo:
-                r = evaluate(archive, h["id"], c["id"], config.task, args.split, limit=args.limit, backend=backend)
-                print(f"  {h['name']:<24} x {c['name']:<12} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
-        print_matrix(archive, config.task, args.split)
+        cfg = _run_config(args)
+        _evaluate_seeds(archive, config.task, cfg.split, include_base=bool(args.base_model))
+        print_matrix(archive, config.task, cfg.split)
+        if args.rounds:
+            runner = RoundRunner(archive, cfg, log=lambda m: print(m, flush=True))
+            try:
+                summary = runner.run(args.rounds)
+            except Waiting as w:
+                print(f"\nwaiting: {w}")
+                return
+            print(f"\n{'round':<7}{'mode':<16}{'harness':<10}{'checkpoint':<12}{'score':>8}{'TIMR':>9}")
+            for r in summary:
+                print(f"{r['round']:<7}{r['mode']:<16}{r['harness']:<10}{r['checkpoint']:<12}{r['score']:>8.3f}"
+                      f"{r['timr']:>9.1%}")
     print(f"done in {time.time() - t0:.0f}s")
+
+
+def cmd_approve(args) -> None:
+    from engine.evolve.decisions import approve
+    with _archive(args) as archive:
+        d = approve(archive, args.decision, by=args.by, comment=args.comment)
+        print(f"decision {d['id']} approved by {d['decided_by']}: {d['choice']}")
+
+
+def cmd_override(args) -> None:
+    from engine.evolve.decisions import override
+    with _archive(args) as archive:
+        d = override(archive, args.decision, args.choice, by=args.by, comment=args.comment)
+        print(f"decision {d['id']} overridden by {d['decided_by']}: {d['choice']}")
+
+
+def cmd_ablate(args) -> None:
+    from engine.evolve.ablate import ablate, format_table
+    from engine.init import init, load_init_config
+    with _archive(args) as archive:
+        config = load_init_config(args.config)
+        init(archive, config)
+        cfg = _run_config(args)
+        _evaluate_seeds(archive, config.task, cfg.split)
+        table = ablate(archive, cfg, args.rounds, log=lambda m: print(m, flush=True))
+    print("\n" + format_table(table))
 
 
 def print_matrix(archive: Archive, task: str, split: str) -> None:
@@ -132,11 +181,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--base-model", help="a local Hugging Face causal-LM directory to register instead")
     sp.add_argument("--config", help="init config YAML (default assets/init.yaml)")
 
-    sp = command("run", cmd_run, "the main job on the embedded default: init, evaluate, print the matrix")
+    def round_options(sp):
+        sp.add_argument("--config", help="init config YAML (default assets/init.yaml)")
+        sp.add_argument("--run-config", help="round config YAML (default assets/run.yaml)")
+        sp.add_argument("--rounds", type=int, default=3)
+        sp.add_argument("--seed", type=int)
+        sp.add_argument("--mode", choices=["coevo", "harness-only", "model-only", "no-inheritance"])
+        sp.add_argument("--inheritance", choices=["select", "merge", "latest", "fixed"])
+        sp.add_argument("--editor", choices=["offline", "llm"])
+        sp.add_argument("--gate", choices=["auto", "require"])
+
+    sp = command("run", cmd_run, "the main job: init once, evaluate the seeds, run rounds of co-evolution")
     sp.add_argument("--base-model")
-    sp.add_argument("--config")
-    sp.add_argument("--split", default="dev")
-    sp.add_argument("--limit", type=int)
+    round_options(sp)
+
+    sp = command("ablate", cmd_ablate, "run every mode from the same start and print score / TIMR per round")
+    round_options(sp)
+
+    for name, fn in (("approve", cmd_approve), ("override", cmd_override)):
+        sp = command(name, fn, f"{name} a pending decision")
+        sp.add_argument("decision", type=int)
+        if name == "override":
+            sp.add_argument("--choice", required=True, help="another candidate")
+        sp.add_argument("--by", default=os.environ.get("USER", "person"), help="who decides (for the audit trail)")
+        sp.add_argument("--comment")
 
     sp = command("eval", cmd_eval, "evaluate a (harness, checkpoint) pair on a task split")
     sp.add_argument("--harness", required=True, help="harness id or name")

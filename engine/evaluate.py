@@ -16,9 +16,19 @@ def task_dir(archive: Archive, task: str) -> Path:
     return archive.files_dir / "tasks" / task
 
 
-def evaluate(archive: Archive, harness: str, checkpoint: str, task: str = "smart_home", split: str = "dev", *,
-             data_dir=None, limit: int | None = None, backend=None, backend_name: str = "transformers",
-             round: int | None = None, progress: Callable[[int, int], None] | None = None) -> dict:
+def evaluate(archive: Archive, harness: str, checkpoint: str, task: str = "smart_home", split: str = "dev",
+             **kw) -> dict:
+    """Run and store one evaluation (one transaction, after all episodes are done)."""
+    record, ep_rows, turn_rows = run_evaluation(archive, harness, checkpoint, task, split, **kw)
+    record["id"] = archive.add_evaluation(record, ep_rows, turn_rows)
+    return record
+
+
+def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = "smart_home", split: str = "dev", *,
+                   data_dir=None, limit: int | None = None, backend=None, backend_name: str = "transformers",
+                   round: int | None = None, progress: Callable[[int, int], None] | None = None
+                   ) -> tuple[dict, list[dict], list[dict]]:
+    """The evaluation record with its episode and turn rows, not yet stored."""
     h = archive.harness(harness)
     c = archive.checkpoint(checkpoint)
     spec = HarnessSpec.from_dict(h["spec"], source=f"harness {h['id']}")
@@ -33,5 +43,4 @@ def evaluate(archive: Archive, harness: str, checkpoint: str, task: str = "smart
                   seconds=seconds, round=round, config={"limit": limit, "backend": backend_name,
                                                         "data_dir": str(data_dir) if data_dir else None},
                   **stats)
-    record["id"] = archive.add_evaluation(record, ep_rows, turn_rows)
-    return record
+    return record, ep_rows, turn_rows

@@ -1,8 +1,11 @@
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -29,3 +32,38 @@ def home_data(tmp_path_factory):
 def write_lines(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
     return path
+
+
+def coevo(*args, check=True, **kw):
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
+                          check=check, **kw)
+
+
+@pytest.fixture(scope="session")
+def small_default(tmp_path_factory):
+    """`coevo run --rounds 0` on a small embedded default: two roots trained briefly with ms-swift,
+    the seed matrix evaluated. Returns (archive path, stdout)."""
+    from engine import ASSETS
+    root = tmp_path_factory.mktemp("default")
+    profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
+    profile.update(num_train_epochs=2)
+    (root / "profile.yaml").write_text(yaml.safe_dump(profile))
+    config = yaml.safe_load((ASSETS / "init.yaml").read_text())
+    config.update(sizes={"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
+    (root / "init.yaml").write_text(yaml.safe_dump(config))
+    run = yaml.safe_load((ASSETS / "run.yaml").read_text())
+    run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48}, probe={"items": 8, "stage1": 4, "contenders": 2},
+               profile=str(root / "profile.yaml"))
+    (root / "run.yaml").write_text(yaml.safe_dump(run))
+    archive = root / "archive.db"
+    out = coevo("run", "--rounds", "0", "--archive", str(archive), "--config", str(root / "init.yaml"))
+    return archive, out.stdout
+
+
+def copy_default(small_default, dst_dir: Path) -> Path:
+    """A private copy of the small default's archive (checkpoints are shared by absolute path)."""
+    from engine.archive import Archive
+    from engine.evolve.ablate import copy_archive
+    with Archive(small_default[0]) as src:
+        copy_archive(src, dst_dir / "archive.db").close()
+    return dst_dir / "archive.db"

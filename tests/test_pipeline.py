@@ -9,38 +9,19 @@ import sys
 import time
 
 import pytest
-import yaml
-
-from engine import ASSETS
 
 pytestmark = pytest.mark.slow
 
 
-def coevo(*args, check=True, **kw):
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True,
-                          check=check, **kw)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pipeline")
-    profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
-    profile.update(num_train_epochs=2)
-    (root / "profile.yaml").write_text(yaml.safe_dump(profile))
-    config = yaml.safe_load((ASSETS / "init.yaml").read_text())
-    config.update(sizes={"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
-    (root / "init.yaml").write_text(yaml.safe_dump(config))
-    archive = root / "archive.db"
-    out = coevo("run", "--archive", str(archive), "--config", str(root / "init.yaml"))
-    return archive, out.stdout
+from conftest import coevo
 
 
 def _status(archive):
     return json.loads(coevo("status", "--archive", str(archive), "--json").stdout)
 
 
-def test_roots_answer_their_own_interface_and_mismatch_the_other(built):
-    archive, stdout = built
+def test_roots_answer_their_own_interface_and_mismatch_the_other(small_default):
+    archive, stdout = small_default
     status = _status(archive)
     names = {c["name"]: c for c in status["checkpoints"]}
     assert {"tiny-base", "root-json", "root-xml"} <= set(names)
@@ -55,8 +36,8 @@ def test_roots_answer_their_own_interface_and_mismatch_the_other(built):
     assert "score / TIMR" in stdout
 
 
-def test_every_turn_is_stored_with_its_verdict(built):
-    archive, _ = built
+def test_every_turn_is_stored_with_its_verdict(small_default):
+    archive, _ = small_default
     conn = sqlite3.connect(archive)
     rows = conn.execute("SELECT e.turns, e.mismatched_turns, COUNT(t.turn), SUM(t.mismatch), "
                         "SUM(t.parse_error IS NOT NULL) FROM evaluations e JOIN turns t ON t.evaluation_id = e.id "
@@ -64,8 +45,8 @@ def test_every_turn_is_stored_with_its_verdict(built):
     assert rows and all(r[0] == r[2] and r[1] == r[3] == r[4] for r in rows)
 
 
-def test_init_again_does_nothing_new(built):
-    archive, _ = built
+def test_init_again_does_nothing_new(small_default):
+    archive, _ = small_default
     before = _status(archive)
     config = archive.parent / "init.yaml"
     coevo("init", "--archive", str(archive), "--config", str(config))
@@ -83,8 +64,8 @@ def _consistent(archive):
     return conn.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
 
 
-def test_killed_eval_leaves_a_valid_archive_with_no_partial_evaluation(built):
-    archive, _ = built
+def test_killed_eval_leaves_a_valid_archive_with_no_partial_evaluation(small_default):
+    archive, _ = small_default
     args = ["eval", "--archive", str(archive), "--harness", "smart_home-json", "--checkpoint", "root-json",
             "--split", "train"]
     n0 = _consistent(archive)
@@ -102,8 +83,8 @@ def test_killed_eval_leaves_a_valid_archive_with_no_partial_evaluation(built):
         assert _consistent(archive) in (n, n + 1)
 
 
-def test_a_local_model_directory_registers_as_the_base(built, tmp_path):
-    archive, _ = built
+def test_a_local_model_directory_registers_as_the_base(small_default, tmp_path):
+    archive, _ = small_default
     base_dir = next(c["path"] for c in _status(archive)["checkpoints"] if c["name"] == "tiny-base")
     fresh = tmp_path / "real.db"
     coevo("init", "--archive", str(fresh), "--base-model", base_dir)

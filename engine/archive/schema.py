@@ -84,6 +84,7 @@ MIGRATIONS: list[str] = [
         evaluation_id INTEGER NOT NULL REFERENCES evaluations(id),
         idx INTEGER NOT NULL,
         item_id TEXT NOT NULL,
+        input TEXT NOT NULL DEFAULT '',  -- the task input, for few-shot examples drawn from successes
         sample INTEGER NOT NULL,
         success INTEGER NOT NULL,
         reward REAL NOT NULL,
@@ -128,6 +129,7 @@ MIGRATIONS: list[str] = [
     CREATE TABLE decisions (
         id INTEGER PRIMARY KEY,
         round_id INTEGER REFERENCES rounds(id),
+        step TEXT,
         kind TEXT NOT NULL,              -- 'parents', 'inheritance', ...
         candidates TEXT NOT NULL,
         evidence TEXT NOT NULL DEFAULT '{}',

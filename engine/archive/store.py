@@ -243,6 +243,103 @@ class Archive:
         return self.query("SELECT * FROM turns WHERE evaluation_id = ? AND episode = ? ORDER BY turn",
                           (eid, episode))
 
+    def children_counts(self) -> dict[str, int]:
+        return {r["parent"]: r["n"] for r in self.query(
+            "SELECT parent, COUNT(*) AS n FROM harness_parents GROUP BY parent")}
+
+    def best_scores(self, task: str, split: str) -> dict[str, dict]:
+        """Per harness, its best evaluation on a task split (score first, then lower TIMR)."""
+        out: dict[str, dict] = {}
+        for r in self.query("SELECT harness_id, checkpoint_id, score, timr FROM evaluations "
+                            "WHERE task = ? AND split = ? ORDER BY score DESC, timr ASC, id ASC", (task, split)):
+            out.setdefault(r["harness_id"], r)
+        return out
+
+    def failures(self, harness_id: str, limit: int = 5) -> list[dict]:
+        """Recent failed turns under a harness: mismatches first, then wrong answers."""
+        return self.query(
+            "SELECT t.output, t.parse_error, t.feedback FROM turns t JOIN evaluations e ON e.id = t.evaluation_id "
+            "WHERE e.harness_id = ? AND (t.mismatch = 1 OR t.reward = 0) "
+            "ORDER BY t.mismatch DESC, t.evaluation_id DESC LIMIT ?", (harness_id, limit))
+
+    def find_checkpoint(self, name: str) -> str | None:
+        row = self.conn.execute("SELECT id FROM checkpoints WHERE name = ?", (name,)).fetchone()
+        return row["id"] if row else None
+
+    def successes(self, harness_id: str, limit: int = 50) -> list[dict]:
+        """Successful, mismatch-free episodes under a harness: their input and final action."""
+        return self.query(
+            "SELECT ep.input, t.action FROM episodes ep JOIN evaluations e ON e.id = ep.evaluation_id "
+            "JOIN turns t ON t.evaluation_id = ep.evaluation_id AND t.episode = ep.idx "
+            "AND t.turn = ep.turns - 1 WHERE e.harness_id = ? AND ep.success = 1 AND ep.mismatched_turns = 0 "
+            "AND ep.input != '' ORDER BY ep.evaluation_id DESC, ep.idx LIMIT ?", (harness_id, limit))
+
+    # -- rounds and their steps -------------------------------------------------------------------
+    def open_round(self, mode: str, config: dict) -> dict:
+        """The unfinished round of this archive, or a new one."""
+        row = self.conn.execute("SELECT * FROM rounds WHERE state != 'done' ORDER BY id LIMIT 1").fetchone()
+        if row:
+            return dict(row)
+        with self.transaction() as db:
+            rid = db["rounds"].insert(dict(mode=mode, state="running", config=json.dumps(config),
+                                           created_at=now())).last_pk
+        return dict(self.conn.execute("SELECT * FROM rounds WHERE id = ?", (rid,)).fetchone())
+
+    def rounds(self) -> list[dict]:
+        return self.query("SELECT * FROM rounds ORDER BY id")
+
+    def step_result(self, round_id: int, step: str) -> dict | None:
+        row = self.conn.execute("SELECT result FROM round_steps WHERE round_id = ? AND step = ? AND state = 'done'",
+                                (round_id, step)).fetchone()
+        return json.loads(row["result"]) if row else None
+
+    def finish_step(self, round_id: int, step: str, result: dict) -> None:
+        """Mark a step done; call inside the transaction that writes the step's rows."""
+        with self.transaction() as db:
+            db["round_steps"].upsert(dict(round_id=round_id, step=step, state="done", result=json.dumps(result),
+                                          finished_at=now()), pk=("round_id", "step"))
+
+    def finish_round(self, round_id: int) -> None:
+        with self.transaction():
+            self.conn.execute("UPDATE rounds SET state = 'done', finished_at = ? WHERE id = ?", (now(), round_id))
+
+    def round_steps(self, round_id: int) -> list[dict]:
+        return self.query("SELECT * FROM round_steps WHERE round_id = ?", (round_id,))
+
+    # -- decisions --------------------------------------------------------------------------------
+    def add_decision(self, *, round_id: int | None, step: str | None, kind: str, candidates: list, evidence: dict,
+                     choice: str | None, rationale: str, status: str, decided_by: str | None = None) -> int:
+        with self.transaction() as db:
+            return db["decisions"].insert(dict(
+                round_id=round_id, step=step, kind=kind, candidates=json.dumps(candidates),
+                evidence=json.dumps(evidence), choice=choice, rationale=rationale, status=status,
+                decided_by=decided_by, created_at=now(), decided_at=now() if status != "proposed" else None)).last_pk
+
+    def decision(self, did: int) -> dict:
+        out = self._get("decisions", did)
+        out["candidates"] = json.loads(out["candidates"])
+        out["evidence"] = json.loads(out["evidence"])
+        return out
+
+    def step_decision(self, round_id: int, step: str) -> dict | None:
+        row = self.conn.execute("SELECT id FROM decisions WHERE round_id = ? AND step = ? ORDER BY id LIMIT 1",
+                                (round_id, step)).fetchone()
+        return self.decision(row["id"]) if row else None
+
+    def decisions(self, status: str | None = None) -> list[dict]:
+        if status:
+            return self.query("SELECT * FROM decisions WHERE status = ? ORDER BY id", (status,))
+        return self.query("SELECT * FROM decisions ORDER BY id")
+
+    def settle_decision(self, did: int, *, status: str, choice: str | None, decided_by: str,
+                        comment: str | None) -> None:
+        with self.transaction():
+            cur = self.conn.execute(
+                "UPDATE decisions SET status = ?, choice = COALESCE(?, choice), decided_by = ?, comment = ?, "
+                "decided_at = ? WHERE id = ? AND status = 'proposed'", (status, choice, decided_by, comment, now(), did))
+            if cur.rowcount != 1:
+                raise ArchiveError(f"{self.path}: decision {did} is not pending")
+
     # -- lineage ----------------------------------------------------------------------------------
     def harness_lineage(self):
         from engine.archive.lineage import harness_dag

@@ -123,7 +123,7 @@ def episode_rows(episodes: list[Episode]) -> tuple[list[dict], list[dict]]:
     """Archive rows (episodes, turns) for an evaluation."""
     ep_rows, turn_rows = [], []
     for idx, e in enumerate(episodes):
-        ep_rows.append(dict(idx=idx, item_id=e.item.id, sample=e.sample, success=int(e.success), reward=e.reward,
+        ep_rows.append(dict(idx=idx, item_id=e.item.id, input=e.item.input, sample=e.sample, success=int(e.success), reward=e.reward,
                             turns=len(e.turns), mismatched_turns=e.mismatched_turns,
                             prediction=json.dumps(e.prediction) if e.prediction is not None else None))
         for t_no, t in enumerate(e.turns):

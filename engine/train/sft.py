@@ -101,8 +101,9 @@ def launch_command(job_file: Path, profile: TrainProfile) -> tuple[list[str], di
 def start_sft(job: SftJob) -> subprocess.Popen:
     """Start the worker; `finish_sft` waits for it and publishes the checkpoint."""
     work = work_dir(job)
-    if work.exists():
-        shutil.rmtree(work)  # leftovers of a killed run: start clean
+    # leftovers of a killed run: the caller registers a checkpoint only with its step, so these are orphans
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(job.output_dir, ignore_errors=True)
     work.mkdir(parents=True)
     job_file = work / "job.json"
     job_file.write_text(job.model_dump_json(indent=2))

@@ -1,0 +1,90 @@
+"""Offline mutation operators on a harness spec; each edit says what it changed and why."""
+from __future__ import annotations
+
+import json
+import random
+
+import yaml
+
+from engine import ASSETS
+from engine.evolve.editors import EDITORS, Edit
+from engine.harness.interfaces import INTERFACES
+
+
+def _instructions(task: str) -> list[str]:
+    return yaml.safe_load((ASSETS / "instructions.yaml").read_text()).get(task, [])
+
+
+def switch_interface(spec: dict, rng, successes) -> Edit | None:
+    others = [n for n in INTERFACES.names() if n != spec["interface"]["name"]]
+    new = rng.choice(others)
+    return Edit({**spec, "interface": {"name": new}},
+                f"switch the output interface {spec['interface']['name']} -> {new}", "switch_interface")
+
+
+def add_few_shot(spec: dict, rng, successes) -> Edit | None:
+    have = {s["input"] for s in spec["few_shot"]}
+    pool = [s for s in successes if s["input"] not in have]
+    if not pool or len(spec["few_shot"]) >= 3:
+        return None
+    pick = rng.choice(pool)
+    shot = {"input": pick["input"], "calls": json.loads(pick["action"])}
+    return Edit({**spec, "few_shot": spec["few_shot"] + [shot]},
+                f"add an archived success as a few-shot example: {pick['input']!r}", "add_few_shot")
+
+
+def remove_few_shot(spec: dict, rng, successes) -> Edit | None:
+    if not spec["few_shot"]:
+        return None
+    i = rng.randrange(len(spec["few_shot"]))
+    return Edit({**spec, "few_shot": spec["few_shot"][:i] + spec["few_shot"][i + 1:]},
+                f"remove few-shot example {i}", "remove_few_shot")
+
+
+def replace_few_shot(spec: dict, rng, successes) -> Edit | None:
+    removed = remove_few_shot(spec, rng, successes)
+    added = removed and add_few_shot(removed.spec, rng, successes)
+    if not added:
+        return None
+    return Edit(added.spec, "replace a few-shot example with another archived success", "replace_few_shot")
+
+
+def rewrite_instruction(spec: dict, rng, successes) -> Edit | None:
+    options = [t for t in _instructions(spec["task"]) if t != spec["system_prompt"]]
+    if not options:
+        return None
+    i = rng.randrange(len(options))
+    return Edit({**spec, "system_prompt": options[i]}, f"rewrite the instruction (library entry {i})",
+                "rewrite_instruction")
+
+
+def toggle_strictness(spec: dict, rng, successes) -> Edit | None:
+    strict = not spec["strict"]
+    return Edit({**spec, "strict": strict}, f"parser strictness -> {'strict' if strict else 'lenient'}",
+                "toggle_strictness")
+
+
+def retry_on_parse_error(spec: dict, rng, successes) -> Edit | None:
+    loop = spec["loop"]
+    if loop["retry_on_parse_error"]:
+        return Edit({**spec, "loop": {**loop, "retry_on_parse_error": False, "max_turns": 1}},
+                    "drop the retry turn on parse errors", "retry_on_parse_error")
+    return Edit({**spec, "loop": {**loop, "retry_on_parse_error": True, "max_turns": max(2, loop["max_turns"])}},
+                "add a retry turn on parse errors", "retry_on_parse_error")
+
+
+OPERATORS = [switch_interface, add_few_shot, remove_few_shot, replace_few_shot, rewrite_instruction,
+             toggle_strictness, retry_on_parse_error]
+
+
+@EDITORS.register("offline")
+def offline_edit(parent: dict, *, rng: random.Random, successes: list[dict], **_) -> Edit:
+    """Apply one applicable operator, chosen with the seeded generator."""
+    spec = json.loads(json.dumps(parent["spec"]))
+    ops = list(OPERATORS)
+    rng.shuffle(ops)
+    for op in ops:
+        edit = op(spec, rng, successes)
+        if edit is not None and edit.spec != parent["spec"]:
+            return edit
+    raise RuntimeError("no operator applies")  # unreachable: switch_interface always applies

@@ -1,0 +1,118 @@
+"""Model inheritance: which checkpoint a new harness starts from. Each policy returns a proposal
+(candidates, evidence, choice, rationale) that becomes a decision row."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.archive import Archive
+from engine.archive.lineage import lowest_common_ancestor
+from engine.harness.runtime import run_episodes, summarize
+from engine.harness.spec import HarnessSpec
+from engine.models import load_backend
+from engine.registry import Registry
+from engine.tasks.base import Item, Task
+
+
+@dataclass
+class InheritContext:
+    archive: Archive
+    spec: HarnessSpec
+    task: Task
+    probe_items: list[Item]
+    latest: str            # the newest checkpoint of this run's lineage
+    start: str             # the run's starting checkpoint
+    round: int
+    stage1: int = 8        # cheap probe: this many items for every candidate
+    contenders: int = 2    # the best this many get the full probe set
+    log: callable = print
+    backend_cache: dict = field(default_factory=dict)
+
+
+@dataclass
+class Proposal:
+    candidates: list[str]
+    evidence: dict
+    choice: str
+    rationale: str
+
+
+POLICIES: Registry = Registry("inheritance policy")
+
+
+def candidates(archive: Archive) -> list[str]:
+    ckpts = archive.checkpoints()
+    trained = [c["id"] for c in ckpts if c["kind"] != "base"]
+    return trained or [c["id"] for c in ckpts]
+
+
+def probe(ctx: InheritContext, cid: str, items: list[Item]) -> dict:
+    c = ctx.archive.checkpoint(cid)
+    backend = ctx.backend_cache.get(cid) or load_backend("transformers", c["path"])
+    ctx.backend_cache[cid] = backend
+    episodes = run_episodes(ctx.spec, ctx.task, backend, items)
+    score, _ = ctx.task.score(items, [e.prediction for e in episodes])
+    return {"score": score, "timr": summarize(episodes)["timr"], "n": len(items)}
+
+
+def staged_probe(ctx: InheritContext, cids: list[str]) -> dict[str, dict]:
+    """Every candidate on a small subset; only the contenders on the whole probe set."""
+    first = ctx.probe_items[:ctx.stage1]
+    results = {cid: probe(ctx, cid, first) for cid in cids}
+    ranked = sorted(cids, key=lambda c: (-results[c]["score"], results[c]["timr"], c))
+    if len(ctx.probe_items) > ctx.stage1:
+        for cid in ranked[:ctx.contenders]:
+            results[cid] = probe(ctx, cid, ctx.probe_items)
+    return results
+
+
+def rank(results: dict[str, dict]) -> list[str]:
+    """Score first, TIMR to break ties; a candidate probed on more items wins a full tie."""
+    return sorted(results, key=lambda c: (-results[c]["score"], results[c]["timr"], -results[c]["n"], c))
+
+
+@POLICIES.register("select")
+def select(ctx: InheritContext) -> Proposal:
+    cids = candidates(ctx.archive)
+    results = staged_probe(ctx, cids)
+    best = rank(results)[0]
+    r = results[best]
+    return Proposal(cids, {"probe": results}, best,
+                    f"{best} fits harness {ctx.spec.name} best: score {r['score']:.3f}, TIMR {r['timr']:.1%} "
+                    f"on {r['n']} probe tasks")
+
+
+@POLICIES.register("merge")
+def merge(ctx: InheritContext) -> Proposal:
+    from engine.train.merge import run_ties, ties_config
+
+    cids = candidates(ctx.archive)
+    results = staged_probe(ctx, cids)
+    top = rank(results)[:2]
+    dag = ctx.archive.checkpoint_lineage()
+    base = lowest_common_ancestor(dag, top) if len(top) == 2 else None
+    if base is None or base in top:
+        return Proposal(cids, {"probe": results}, top[0],
+                        f"no TIES merge ({'one candidate' if len(top) < 2 else 'one is the ancestor of the other'}); "
+                        f"selected {top[0]}")
+    paths = [ctx.archive.checkpoint(c)["path"] for c in top]
+    recipe = ties_config(paths, ctx.archive.checkpoint(base)["path"], density=0.5)
+    name = f"merge-r{ctx.round}-{'-'.join(top)}"
+    merged = ctx.archive.find_checkpoint(name)  # a resumed round merged these already
+    if merged is None:
+        out = run_ties(recipe, ctx.archive.files_dir / "checkpoints" / name)
+        merged = ctx.archive.add_checkpoint(name=name, path=out, kind="merge", round=ctx.round,
+                                            parents=[(c, "model") for c in top] + [(base, "base")],
+                                            recipe={"mergekit": recipe, "base": base})
+    results[merged] = probe(ctx, merged, ctx.probe_items)
+    return Proposal(cids + [merged], {"probe": results, "merge": {"models": top, "base": base}}, merged,
+                    f"TIES merge of {top[0]} and {top[1]} over their common ancestor {base}")
+
+
+@POLICIES.register("latest")
+def latest(ctx: InheritContext) -> Proposal:
+    return Proposal([ctx.latest], {}, ctx.latest, "always continue from the newest checkpoint")
+
+
+@POLICIES.register("fixed")
+def fixed(ctx: InheritContext) -> Proposal:
+    return Proposal([ctx.start], {}, ctx.start, "the model never changes")

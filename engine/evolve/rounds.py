@@ -1,0 +1,258 @@
+"""Rounds of co-evolution: curate -> edit -> inherit -> sample -> sft -> evaluate.
+
+Each step's result is stored in `round_steps` in the same transaction as the rows it writes, so a
+round killed at any point resumes at the first unfinished step and never writes a row twice.
+Decisions (parents, inheritance) pass an approval gate: `auto` settles them at once, `require`
+leaves them pending until a person approves or overrides them."""
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable
+
+from pydantic import BaseModel
+
+from engine import ASSETS
+from engine.archive import Archive
+from engine.config import load_yaml
+from engine.errors import CoevoError
+from engine.evaluate import run_evaluation, task_dir
+from engine.evolve.curator import parent_weights, pick_parent
+from engine.evolve.editors import get_editor
+from engine.evolve.editors.llm import EditorError, LlmConfig
+from engine.evolve.inheritance import POLICIES, InheritContext
+from engine.evolve.sampling import rejection_sample
+from engine.harness.spec import HarnessSpec
+from engine.models import load_backend
+from engine.tasks import get_task
+from engine.train.sft import SftJob, load_profile, run_sft
+
+STEPS = ("curate", "edit", "inherit", "sample", "sft", "evaluate")
+
+
+class SampleConfig(BaseModel):
+    k: int = 4
+    temperature: float = 1.0
+    tasks: int = 200
+
+
+class ProbeConfig(BaseModel):
+    items: int = 24
+    stage1: int = 8
+    contenders: int = 2
+
+
+class RunConfig(BaseModel):
+    task: str = "smart_home"
+    split: str = "dev"
+    mode: str = "coevo"            # coevo | harness-only | model-only | no-inheritance
+    inheritance: str = "select"    # the policy co-evolution uses
+    editor: str = "offline"        # offline | llm
+    gate: str = "auto"             # auto | require
+    seed: int = 0
+    start_harness: str = "smart_home-json"
+    start_checkpoint: str = "root-json"
+    sample: SampleConfig = SampleConfig()
+    probe: ProbeConfig = ProbeConfig()
+    eval_limit: int | None = None
+    profile: str = "cpu"
+    llm: LlmConfig = LlmConfig()
+
+
+MODES = {  # what each mode lets move: the harness (edit), the model (train), and how a model is inherited
+    "coevo": {"edit": True, "train": True, "inherit": None},
+    "harness-only": {"edit": True, "train": False, "inherit": "fixed"},
+    "model-only": {"edit": False, "train": True, "inherit": "latest"},
+    "no-inheritance": {"edit": True, "train": True, "inherit": "latest"},
+}
+
+
+def load_run_config(path=None, **overrides) -> RunConfig:
+    cfg = load_yaml(RunConfig, path or ASSETS / "run.yaml")
+    cfg = cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
+    if cfg.mode not in MODES:
+        raise CoevoError(f"unknown mode {cfg.mode!r} (known: {', '.join(MODES)})")
+    if cfg.gate not in ("auto", "require"):
+        raise CoevoError(f"unknown gate {cfg.gate!r} (auto or require)")
+    POLICIES.get(cfg.inheritance)
+    return cfg
+
+
+class Waiting(Exception):
+    """A decision is pending a person's approval."""
+
+    def __init__(self, decision_id: int):
+        self.decision_id = decision_id
+        super().__init__(f"decision {decision_id} is waiting: `coevo approve {decision_id}` or "
+                         f"`coevo override {decision_id} --choice ...`")
+
+
+class RoundRunner:
+    def __init__(self, archive: Archive, cfg: RunConfig, log: Callable[[str], None] = print):
+        self.archive, self.cfg, self.log = archive, cfg, log
+        self.mode = MODES[cfg.mode]
+        self.task = get_task(cfg.task, task_dir(archive, cfg.task))
+        self.start_harness = archive.harness(cfg.start_harness)["id"]
+        self.start_checkpoint = archive.checkpoint(cfg.start_checkpoint)["id"]
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self, rounds: int) -> list[dict]:
+        """Run until `rounds` rounds are done in this archive; raises Waiting at a pending decision."""
+        while len([r for r in self.archive.rounds() if r["state"] == "done"]) < rounds:
+            rnd = self.archive.open_round(self.cfg.mode, self.cfg.model_dump(mode="json"))
+            self.run_round(rnd["id"])
+        return self.summary()
+
+    def run_round(self, rid: int) -> dict:
+        results = {}
+        for step in STEPS:
+            done = self.archive.step_result(rid, step)
+            if done is None:
+                t0 = time.time()
+                self.log(f"[round {rid}] {step} ...")
+                done = getattr(self, f"_{step}")(rid, results)
+                self.log(f"[round {rid}] {step} done in {time.time() - t0:.1f}s: {_brief(done)}")
+            results[step] = done
+        self.archive.finish_round(rid)
+        ev = results["evaluate"]
+        self.log(f"[round {rid}] {ev['harness']} x {ev['checkpoint']}: score {ev['score']:.3f}  TIMR {ev['timr']:.1%}")
+        return results
+
+    def summary(self) -> list[dict]:
+        return [dict(round=r["id"], mode=r["mode"], **(self.archive.step_result(r["id"], "evaluate") or {}))
+                for r in self.archive.rounds() if r["state"] == "done"]
+
+    # -- steps ------------------------------------------------------------------------------------
+    def _curate(self, rid, results) -> dict:
+        if not self.mode["edit"]:
+            return self._finish(rid, "curate", {"parents": [self.start_harness], "why": "the harness is fixed"})
+        decision = self.archive.step_decision(rid, "curate")
+        if decision is None:
+            rng = random.Random(f"{self.cfg.seed}-{rid}-curate")
+            weights = parent_weights(self.archive, self.cfg.task, self.cfg.split)
+            if not weights:
+                raise CoevoError("no evaluated harness to curate from: run `coevo run` (it evaluates the seeds)")
+            choice = pick_parent(weights, rng)
+            decision = self._decide(rid, "curate", "parents", sorted(weights), {"weights": weights}, choice,
+                                    f"sampled {choice} by sigmoid(score - median) / (1 + children), seed "
+                                    f"{self.cfg.seed}")
+        return self._finish(rid, "curate", {"parents": [self._settled(decision)], "decision": decision["id"]})
+
+    def _edit(self, rid, results) -> dict:
+        parent_id = results["curate"]["parents"][0]
+        if not self.mode["edit"]:
+            return self._finish(rid, "edit", {"harness": parent_id, "why": "the harness is fixed"})
+        parent = self.archive.harness(parent_id)
+        rng = random.Random(f"{self.cfg.seed}-{rid}-edit")
+        kw = dict(rng=rng, successes=self.archive.successes(parent_id),
+                  scores=self.archive.best_scores(self.cfg.task, self.cfg.split).get(parent_id, {}),
+                  failures=self.archive.failures(parent_id), llm=self.cfg.llm)
+        refused = None
+        try:
+            edit = get_editor(self.cfg.editor)(parent, **kw)
+        except EditorError as e:
+            refused = str(e)
+            self.log(f"[round {rid}] editor {self.cfg.editor} refused: {refused}; falling back to offline")
+            edit = get_editor("offline")(parent, **kw)
+        spec = HarnessSpec.from_dict({**edit.spec, "name": f"{parent['spec']['name'].split('@')[0]}@r{rid}"}).to_dict()
+        creator = f"editor:{self.cfg.editor if refused is None else 'offline'}"
+        with self.archive.transaction():
+            if refused:
+                self.archive.add_decision(round_id=rid, step="edit", kind="edit", candidates=[self.cfg.editor],
+                                          evidence={"error": refused}, choice="offline", status="auto",
+                                          rationale=f"{self.cfg.editor} editor reply refused: {refused}",
+                                          decided_by="engine")
+            hid = self.archive.add_harness(spec, creator=creator, rationale=edit.rationale, parents=[parent_id],
+                                           round=rid)
+            return self._finish(rid, "edit", {"harness": hid, "operator": edit.operator, "rationale": edit.rationale,
+                                              "refused": refused})
+
+    def _inherit(self, rid, results) -> dict:
+        decision = self.archive.step_decision(rid, "inherit")
+        if decision is None:
+            hid = results["edit"]["harness"]
+            spec = HarnessSpec.from_dict(self.archive.harness(hid)["spec"])
+            ctx = InheritContext(self.archive, spec, self.task, self.task.load(self.cfg.split)[:self.cfg.probe.items],
+                                 latest=self._latest(rid), start=self.start_checkpoint, round=rid,
+                                 stage1=self.cfg.probe.stage1, contenders=self.cfg.probe.contenders, log=self.log)
+            policy = self.mode["inherit"] or self.cfg.inheritance
+            p = POLICIES.get(policy)(ctx)
+            decision = self._decide(rid, "inherit", "inheritance", p.candidates, {"policy": policy, **p.evidence},
+                                    p.choice, p.rationale)
+        return self._finish(rid, "inherit", {"checkpoint": self._settled(decision), "decision": decision["id"]})
+
+    def _sample(self, rid, results) -> dict:
+        if not self.mode["train"]:
+            return self._finish(rid, "sample", {"dataset": None, "kept": 0, "why": "the model is fixed"})
+        hid, cid = results["edit"]["harness"], results["inherit"]["checkpoint"]
+        spec = HarnessSpec.from_dict(self.archive.harness(hid)["spec"])
+        train = self.task.load("train")
+        items = random.Random(f"{self.cfg.seed}-{rid}-sample").sample(train, min(self.cfg.sample.tasks, len(train)))
+        path = self.archive.files_dir / "data" / f"round{rid}-{hid}-{cid}.jsonl"
+        backend = load_backend("transformers", self.archive.checkpoint(cid)["path"], seed=self.cfg.seed + rid)
+        counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
+                                  temperature=self.cfg.sample.temperature, out_path=path)
+        with self.archive.transaction():
+            did = self.archive.add_dataset(path=path, task=self.cfg.task, source="rejection", harness_id=hid,
+                                           checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
+                                                                    "temperature": self.cfg.sample.temperature},
+                                           **counts)
+            return self._finish(rid, "sample", {"dataset": did, **counts})
+
+    def _sft(self, rid, results) -> dict:
+        cid = results["inherit"]["checkpoint"]
+        sample = results["sample"]
+        if not self.mode["train"] or not sample["kept"]:
+            why = "the model is fixed" if not self.mode["train"] else "no verified success to learn from"
+            return self._finish(rid, "sft", {"checkpoint": cid, "trained": False, "why": why})
+        hid = results["edit"]["harness"]
+        parent = self.archive.checkpoint(cid)
+        profile = load_profile(self.cfg.profile)
+        name = f"sft-r{rid}"
+        job = SftJob(model_dir=parent["path"], dataset=self.archive.dataset(sample["dataset"])["path"],
+                     output_dir=str(self.archive.files_dir / "checkpoints" / name), profile=profile,
+                     seed=self.cfg.seed + rid)
+        path = run_sft(job)
+        with self.archive.transaction():
+            new = self.archive.add_checkpoint(name=name, path=path, kind="sft", parents=[(cid, "init")],
+                                              harness_id=hid, dataset_id=sample["dataset"], round=rid,
+                                              recipe={"profile": profile.model_dump(), "seed": job.seed})
+            return self._finish(rid, "sft", {"checkpoint": new, "trained": True})
+
+    def _evaluate(self, rid, results) -> dict:
+        hid, cid = results["edit"]["harness"], results["sft"]["checkpoint"]
+        record, eps, turns = run_evaluation(self.archive, hid, cid, self.cfg.task, self.cfg.split,
+                                            limit=self.cfg.eval_limit, round=rid)
+        with self.archive.transaction():
+            eid = self.archive.add_evaluation(record, eps, turns)
+            return self._finish(rid, "evaluate", {"evaluation": eid, "harness": hid, "checkpoint": cid,
+                                                  "score": record["score"], "timr": record["timr"]})
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _finish(self, rid, step, result) -> dict:
+        self.archive.finish_step(rid, step, result)
+        return result
+
+    def _decide(self, rid, step, kind, candidates, evidence, choice, rationale) -> dict:
+        auto = self.cfg.gate == "auto"
+        did = self.archive.add_decision(round_id=rid, step=step, kind=kind, candidates=candidates, evidence=evidence,
+                                        choice=choice, rationale=rationale, status="auto" if auto else "proposed",
+                                        decided_by="engine" if auto else None)
+        return self.archive.decision(did)
+
+    def _settled(self, decision) -> str:
+        if decision["status"] == "proposed":
+            raise Waiting(decision["id"])
+        return decision["choice"]
+
+    def _latest(self, rid) -> str:
+        """The newest checkpoint this run produced before round rid (the start before any)."""
+        for r in reversed([r for r in self.archive.rounds() if r["id"] < rid]):
+            done = self.archive.step_result(r["id"], "sft")
+            if done:
+                return done["checkpoint"]
+        return self.start_checkpoint
+
+
+def _brief(result: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in result.items() if k not in ("rationale",) and v is not None)[:160]

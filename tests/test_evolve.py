@@ -1,0 +1,148 @@
+import http.server
+import json
+import math
+import random
+import threading
+
+import pytest
+import yaml
+
+from engine import ASSETS
+from engine.errors import CoevoError
+from engine.evolve.curator import parent_weights, pick_parent
+from engine.evolve.decisions import approve, override
+from engine.evolve.editors import get_editor
+from engine.evolve.editors.llm import EditorError, LlmConfig
+from engine.evolve.editors.offline import OPERATORS
+from engine.harness.spec import HarnessSpec
+from engine.train.sft import SftJob, launch_command, load_profile, swift_arguments
+
+SEED = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml").to_dict()
+
+
+def _harness(archive, name, score, parents=()):
+    hid = archive.add_harness({**SEED, "name": name}, creator="seed", parents=list(parents))
+    cid = archive.find_checkpoint("c") or archive.add_checkpoint(name="c", path="/c", kind="base")
+    archive.add_evaluation(dict(harness_id=hid, checkpoint_id=cid, task="smart_home", split="dev", score=score,
+                                metrics={}, episodes=1, turns=1, mismatched_turns=0, timr=0.0, tokens=1, seconds=0),
+                           [], [])
+    return hid
+
+
+def test_curator_weights_follow_the_rule(archive):
+    a = _harness(archive, "a", 0.2)
+    b = _harness(archive, "b", 0.6)
+    c = _harness(archive, "c", 0.6, parents=[b])
+    _harness(archive, "d", 0.0, parents=[b])
+    w = parent_weights(archive, "smart_home", "dev", sharpness=10)
+    median = 0.4  # of 0.2, 0.6, 0.6, 0.0
+    assert w[a]["weight"] == pytest.approx(1 / (1 + math.exp(-10 * (0.2 - median))))
+    assert w[b]["weight"] == pytest.approx(1 / (1 + math.exp(-10 * (0.6 - median))) / 3)  # two children
+    assert w[c]["weight"] == pytest.approx(1 / (1 + math.exp(-10 * (0.6 - median))))
+    picks = [pick_parent(w, random.Random(s)) for s in range(200)]
+    assert picks == [pick_parent(w, random.Random(s)) for s in range(200)]  # seeded
+    assert picks.count(c) > picks.count(b) > 0
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda f: f.__name__)
+def test_every_offline_operator_writes_a_valid_spec_with_a_rationale(op):
+    successes = [{"input": "Turn on the light in the kitchen.",
+                  "action": json.dumps([{"name": "kitchen.light.turn_on", "args": {}}])}]
+    spec = json.loads(json.dumps(SEED))
+    spec["few_shot"] = [{"input": "Open the blinds in the bathroom.",
+                         "calls": [{"name": "bathroom.blinds.open", "args": {}}]}]
+    edit = op(spec, random.Random(0), successes)
+    assert edit is not None and edit.rationale
+    new = HarnessSpec.from_dict(edit.spec).to_dict()
+    assert new != HarnessSpec.from_dict(spec).to_dict()
+
+
+def test_offline_editor_is_seeded():
+    parent = {"spec": SEED}
+    a = get_editor("offline")(parent, rng=random.Random(3), successes=[])
+    b = get_editor("offline")(parent, rng=random.Random(3), successes=[])
+    assert a.spec == b.spec and a.operator == b.operator
+
+
+class _Endpoint(http.server.BaseHTTPRequestHandler):
+    reply = ""
+    seen: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Endpoint.seen.append((self.path, self.headers.get("Authorization"), body))
+        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": _Endpoint.reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def endpoint():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Endpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Endpoint.seen = []
+    yield LlmConfig(base_url=f"http://127.0.0.1:{server.server_port}/v1", model="m", api_key="k")
+    server.shutdown()
+
+
+def test_llm_editor_valid_reply_becomes_a_spec_with_its_rationale(endpoint):
+    new = {**SEED, "interface": {"name": "xml"}}
+    _Endpoint.reply = "```yaml\n" + yaml.safe_dump({"rationale": "the model answers in XML", "spec": new}) + "```"
+    failures = [{"output": "<calls>", "parse_error": "not valid JSON", "feedback": ""}]
+    edit = get_editor("llm")({"spec": SEED}, scores={"score": 0.1, "timr": 0.9}, failures=failures, llm=endpoint)
+    assert edit.spec["interface"] == {"name": "xml"} and edit.rationale == "the model answers in XML"
+    path, auth, body = _Endpoint.seen[0]
+    assert path == "/v1/chat/completions" and auth == "Bearer k" and body["model"] == "m"
+    assert "not valid JSON" in body["messages"][0]["content"] and "TIMR" in body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("I think you should use XML.", "no top-level 'spec'"),
+    ("spec: {name: x, interface: {name: yaml}}", "not a valid harness"),
+    ("spec: [unclosed", "not YAML"),
+])
+def test_llm_editor_invalid_reply_is_refused_with_a_reason(endpoint, reply, reason):
+    _Endpoint.reply = reply
+    with pytest.raises(EditorError, match=reason):
+        get_editor("llm")({"spec": SEED}, scores={}, failures=[], llm=endpoint)
+
+
+def test_llm_editor_unreachable_endpoint_is_an_editor_error():
+    cfg = LlmConfig(base_url="http://127.0.0.1:9/v1", model="m", timeout_s=2)
+    with pytest.raises(EditorError, match="127.0.0.1:9"):
+        get_editor("llm")({"spec": SEED}, scores={}, failures=[], llm=cfg)
+
+
+def test_approve_and_override_settle_once_with_an_audit_trail(archive):
+    d1 = archive.add_decision(round_id=None, step=None, kind="inheritance", candidates=["c1", "c2"], evidence={},
+                              choice="c1", rationale="best probe", status="proposed")
+    assert approve(archive, d1, by="ana", comment="fine")["status"] == "approved"
+    with pytest.raises(CoevoError, match="not pending"):
+        approve(archive, d1, by="ana")
+    d2 = archive.add_decision(round_id=None, step=None, kind="inheritance", candidates=["c1", "c2"], evidence={},
+                              choice="c1", rationale="best probe", status="proposed")
+    with pytest.raises(CoevoError, match="not a candidate"):
+        override(archive, d2, "c9", by="bo")
+    d = override(archive, d2, "c2", by="bo", comment="c2 knows XML")
+    assert (d["status"], d["choice"], d["decided_by"], d["comment"]) == ("overridden", "c2", "bo", "c2 knows XML")
+
+
+def test_gpu_profile_builds_a_zero3_torchrun_launch(tmp_path):
+    gpu = load_profile("gpu")
+    job = SftJob(model_dir="/models/Qwen3.5-9B", dataset="/d.jsonl", output_dir=str(tmp_path / "out"), profile=gpu)
+    kw = swift_arguments(job)
+    assert (kw["tuner_type"], kw["learning_rate"], kw["per_device_train_batch_size"], kw["bf16"],
+            kw["deepspeed"], kw["optim"]) == ("full", 5e-6, 1, True, "zero3", "adamw_torch")
+    cmd, env = launch_command(tmp_path / "job.json", gpu)
+    assert cmd[1:4] == ["-m", "torch.distributed.run", f"--nproc_per_node={gpu.nproc_per_node}"]
+    assert env["NPROC_PER_NODE"] == str(gpu.nproc_per_node)
+    cpu = load_profile("cpu")
+    cmd, env = launch_command(tmp_path / "job.json", cpu)
+    assert "torch.distributed.run" not in cmd and env["OMP_NUM_THREADS"] == "1"
+    assert swift_arguments(job.model_copy(update={"profile": cpu}))["torch_dtype"] == "float32"

@@ -1,0 +1,98 @@
+"""Rounds on the small embedded default: resume after SIGKILL at several points, and the approval gate."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import coevo, copy_default
+from engine.archive import Archive
+
+pytestmark = pytest.mark.slow
+
+
+def _run_args(archive, small_default, *extra):
+    root = small_default[0].parent
+    return ["run", "--rounds", "1", "--archive", str(archive), "--config", str(root / "init.yaml"),
+            "--run-config", str(root / "run.yaml"), *extra]
+
+
+def _kill_when(args, marker: str, delay: float = 0.0) -> bool:
+    """Start `coevo run`, SIGKILL it `delay` seconds after it prints `marker`; False if it ended first."""
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if marker in line:
+            time.sleep(delay)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return True
+    proc.wait()
+    return False
+
+
+def _no_duplicates(path):
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT COUNT(*) FROM evaluations WHERE round IS NOT NULL "
+                        "GROUP BY round HAVING COUNT(*) > 1").fetchall() == []
+    assert conn.execute("SELECT name FROM checkpoints GROUP BY name HAVING COUNT(*) > 1").fetchall() == []
+    assert conn.execute("SELECT round_id, step FROM decisions GROUP BY round_id, step "
+                        "HAVING COUNT(*) > 1").fetchall() == []
+    assert conn.execute("SELECT path FROM datasets GROUP BY path HAVING COUNT(*) > 1").fetchall() == []
+
+
+def test_a_round_killed_at_any_step_resumes_without_duplicates(small_default, tmp_path):
+    archive = copy_default(small_default, tmp_path)
+    args = _run_args(archive, small_default)
+    kills = 0
+    for marker, delay in [("] inherit ...", 0.5), ("] sample ...", 1.0), ("] sft ...", 6.0), ("] evaluate ...", 0.3)]:
+        kills += _kill_when(args, marker, delay)
+        _no_duplicates(archive)
+    assert kills >= 3
+    out = coevo(*args)
+    _no_duplicates(archive)
+    with Archive(archive) as a:
+        rounds = a.rounds()
+        assert [r["state"] for r in rounds] == ["done"]
+        steps = {s["step"]: s for s in a.round_steps(rounds[0]["id"])}
+        assert set(steps) == {"curate", "edit", "inherit", "sample", "sft", "evaluate"}
+        assert len([e for e in a.evaluations() if e["round"] == rounds[0]["id"]]) == 1
+    assert "score" in out.stdout and "TIMR" in out.stdout
+
+
+def test_gate_require_waits_and_the_persons_choice_is_used(small_default, tmp_path):
+    archive = copy_default(small_default, tmp_path)
+    args = _run_args(archive, small_default, "--gate", "require")
+    out = coevo(*args).stdout
+    assert "waiting: decision" in out
+    with Archive(archive) as a:
+        (pending,) = a.decisions("proposed")
+        assert pending["kind"] == "parents"
+    coevo("approve", str(pending["id"]), "--archive", str(archive), "--by", "ana")
+    out = coevo(*args).stdout
+    assert "waiting: decision" in out
+    with Archive(archive) as a:
+        (pending,) = [a.decision(d["id"]) for d in a.decisions("proposed")]
+        assert pending["kind"] == "inheritance"
+        other = next(c for c in pending["candidates"] if c != pending["choice"])
+    coevo("override", str(pending["id"]), "--choice", other, "--archive", str(archive), "--by", "bo",
+          "--comment", "try the other one")
+    coevo(*args)
+    with Archive(archive) as a:
+        rid = a.rounds()[0]["id"]
+        assert a.rounds()[0]["state"] == "done"
+        assert a.step_result(rid, "inherit")["checkpoint"] == other
+        sample = a.step_result(rid, "sample")
+        if sample["dataset"]:
+            assert a.dataset(sample["dataset"])["checkpoint_id"] == other
+        sft = a.step_result(rid, "sft")
+        if sft["trained"]:
+            assert [p["parent"] for p in a.checkpoint(sft["checkpoint"])["parents"]] == [other]
+        else:
+            assert sft["checkpoint"] == other
+        trail = [(d["kind"], d["status"], d["decided_by"]) for d in a.decisions()]
+        assert trail == [("parents", "approved", "ana"), ("inheritance", "overridden", "bo")]
