@@ -25,6 +25,7 @@ def copy_archive(src: Archive, dst_path) -> Archive:
 
 def ablate(archive: Archive, cfg: RunConfig, rounds: int, log: Callable[[str], None] = print) -> dict[str, list[dict]]:
     folder = archive.path.with_name(archive.path.stem + f".ablate-seed{cfg.seed}")
+    already = [r["id"] for r in archive.rounds() if r["state"] == "done"]  # the common start may have rounds
     table = {}
     for mode in MODES:
         path = folder / f"{mode}.db"
@@ -35,7 +36,8 @@ def ablate(archive: Archive, cfg: RunConfig, rounds: int, log: Callable[[str], N
         log(f"== {mode} ({path})")
         with run_archive:
             runner = RoundRunner(run_archive, cfg.model_copy(update={"mode": mode, "gate": "auto"}), log=log)
-            table[mode] = runner.run(rounds)
+            summary = runner.run(len(already) + rounds)
+            table[mode] = [r for r in summary if r["round"] not in already]
     return table
 
 
