@@ -146,3 +146,44 @@ def test_gpu_profile_builds_a_zero3_torchrun_launch(tmp_path):
     cmd, env = launch_command(tmp_path / "job.json", cpu)
     assert "torch.distributed.run" not in cmd and env["OMP_NUM_THREADS"] == "1"
     assert swift_arguments(job.model_copy(update={"profile": cpu}))["torch_dtype"] == "float32"
+
+
+@pytest.fixture
+def round_archive(archive, home_data):
+    """An archive with the seed harness evaluated and task data in place (no model needed to edit)."""
+    import shutil
+    shutil.copytree(home_data, archive.files_dir / "tasks" / "smart_home")
+    hid = archive.add_harness(SEED, creator="seed")
+    cid = archive.add_checkpoint(name="root-json", path="/unused", kind="sft")
+    archive.add_evaluation(dict(harness_id=hid, checkpoint_id=cid, task="smart_home", split="dev", score=0.2,
+                                metrics={}, episodes=1, turns=1, mismatched_turns=1, timr=1.0, tokens=1, seconds=0),
+                           [], [])
+    return archive
+
+
+def _edit_round(archive, llm):
+    from engine.evolve.rounds import RoundRunner, load_run_config
+    cfg = load_run_config(editor="llm").model_copy(update={"llm": llm})
+    runner = RoundRunner(archive, cfg, log=lambda m: None)
+    rid = archive.open_round(cfg.mode, {})["id"]
+    results = {"curate": runner._curate(rid, {})}
+    return rid, runner._edit(rid, results)
+
+
+def test_round_records_a_refused_llm_edit_and_goes_on_offline(round_archive, endpoint):
+    _Endpoint.reply = "spec: {name: x, interface: {name: yaml}}"
+    rid, edit = _edit_round(round_archive, endpoint)
+    assert "not a valid harness" in edit["refused"]
+    new = round_archive.harness(edit["harness"])
+    assert new["creator"] == "editor:offline" and new["parents"] == ["h1"] and new["rationale"]
+    (d,) = [round_archive.decision(x["id"]) for x in round_archive.decisions() if x["kind"] == "edit"]
+    assert d["round_id"] == rid and "not a valid harness" in d["rationale"] and d["choice"] == "offline"
+
+
+def test_round_turns_a_valid_llm_reply_into_a_harness(round_archive, endpoint):
+    new = {**SEED, "strict": False}
+    _Endpoint.reply = yaml.safe_dump({"rationale": "accept prose around the JSON", "spec": new})
+    _, edit = _edit_round(round_archive, endpoint)
+    h = round_archive.harness(edit["harness"])
+    assert (h["creator"], h["rationale"], h["spec"]["strict"]) == ("editor:llm", "accept prose around the JSON", False)
+    assert not [x for x in round_archive.decisions() if x["kind"] == "edit"]
