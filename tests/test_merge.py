@@ -17,7 +17,7 @@ def test_merge_policy_ties_merges_the_two_best_over_their_common_ancestor(small_
         spec = HarnessSpec.from_dict(archive.harness("smart_home-json")["spec"])
         task = get_task("smart_home", task_dir(archive, "smart_home"))
         ctx = InheritContext(archive, spec, task, task.load("dev")[:6], latest="c2", start="c2", round=1,
-                             stage1=3, log=lambda m: None)
+                             stage1=3)
         proposal = POLICIES.get("merge")(ctx)
         merged = archive.checkpoint(proposal.choice)
         assert merged["kind"] == "merge"

@@ -24,7 +24,6 @@ class InheritContext:
     round: int
     stage1: int = 8        # cheap probe: this many items for every candidate
     contenders: int = 2    # the best this many get the full probe set
-    log: callable = print
     backend_cache: dict = field(default_factory=dict)
 
 
@@ -59,6 +58,8 @@ def staged_probe(ctx: InheritContext, cids: list[str]) -> dict[str, dict]:
     first = ctx.probe_items[:ctx.stage1]
     results = {cid: probe(ctx, cid, first) for cid in cids}
     ranked = sorted(cids, key=lambda c: (-results[c]["score"], results[c]["timr"], c))
+    for cid in ranked[ctx.contenders:]:  # keep only the contenders' models in memory
+        ctx.backend_cache.pop(cid, None)
     if len(ctx.probe_items) > ctx.stage1:
         for cid in ranked[:ctx.contenders]:
             results[cid] = probe(ctx, cid, ctx.probe_items)

@@ -94,6 +94,7 @@ class RoundRunner:
         self.task = get_task(cfg.task, task_dir(archive, cfg.task))
         self.start_harness = archive.harness(cfg.start_harness)["id"]
         self.start_checkpoint = archive.checkpoint(cfg.start_checkpoint)["id"]
+        self.backends: dict = {}  # checkpoint id -> loaded model, from probing to sampling within a round
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, rounds: int) -> list[dict]:
@@ -113,6 +114,7 @@ class RoundRunner:
                 done = getattr(self, f"_{step}")(rid, results)
                 self.log(f"[round {rid}] {step} done in {time.time() - t0:.1f}s: {_brief(done)}")
             results[step] = done
+        self.backends.clear()
         self.archive.finish_round(rid)
         ev = results["evaluate"]
         self.log(f"[round {rid}] {ev['harness']} x {ev['checkpoint']}: score {ev['score']:.3f}  TIMR {ev['timr']:.1%}")
@@ -174,7 +176,8 @@ class RoundRunner:
             spec = HarnessSpec.from_dict(self.archive.harness(hid)["spec"])
             ctx = InheritContext(self.archive, spec, self.task, self.task.load(self.cfg.split)[:self.cfg.probe.items],
                                  latest=self._latest(rid), start=self.start_checkpoint, round=rid,
-                                 stage1=self.cfg.probe.stage1, contenders=self.cfg.probe.contenders, log=self.log)
+                                 stage1=self.cfg.probe.stage1, contenders=self.cfg.probe.contenders,
+                                 backend_cache=self.backends)
             policy = self.mode["inherit"] or self.cfg.inheritance
             p = POLICIES.get(policy)(ctx)
             decision = self._decide(rid, "inherit", "inheritance", p.candidates, {"policy": policy, **p.evidence},
@@ -189,7 +192,9 @@ class RoundRunner:
         train = self.task.load("train")
         items = random.Random(f"{self.cfg.seed}-{rid}-sample").sample(train, min(self.cfg.sample.tasks, len(train)))
         path = self.archive.files_dir / "data" / f"round{rid}-{hid}-{cid}.jsonl"
-        backend = load_backend("transformers", self.archive.checkpoint(cid)["path"], seed=self.cfg.seed + rid)
+        backend = self.backends.get(cid) or load_backend("transformers", self.archive.checkpoint(cid)["path"])
+        self.backends.clear()  # the probed models are no longer needed
+        backend.seed = self.cfg.seed + rid
         counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
                                   temperature=self.cfg.sample.temperature, out_path=path)
         with self.archive.transaction():
