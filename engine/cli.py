@@ -8,7 +8,7 @@ import sys
 import time
 
 from engine.archive import DEFAULT_PATH, Archive
-from engine.errors import CoevoError
+from engine.errors import CoevoError, InputError
 
 
 def _archive(args, readonly: bool = False) -> Archive:
@@ -159,6 +159,62 @@ def cmd_score(args) -> None:
               f"{fmt(m['f1']):>8}")
 
 
+def _job_arg(item: str) -> tuple[str, object]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise InputError(f"expected KEY=VALUE, got {item!r}", field="--arg")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def cmd_job_start(args) -> None:
+    from engine.jobs import submit
+    job_id = submit(args.archive, args.kind, dict(_job_arg(a) for a in args.arg))
+    print(f"job {job_id} started ({args.kind}): `coevo job show {job_id}` to follow it, "
+          f"`coevo job cancel {job_id}` to stop it")
+
+
+def _job_progress(job: dict) -> str:
+    return f"{job['progress']:g}/{job['total']:g}" if job["total"] else f"{job['progress']:g}"
+
+
+def cmd_job_list(args) -> None:
+    from engine.jobs import reap
+    with _archive(args, readonly=True) as archive:
+        reap(archive)
+        jobs = archive.jobs(args.state, args.limit)
+    print(f"{'id':<6}{'kind':<8}{'state':<11}{'progress':<12}{'created (UTC)':<21}message")
+    for j in jobs:
+        created = j["created_at"][:19].replace("T", " ")
+        print(f"{j['id']:<6}{j['kind']:<8}{j['state']:<11}{_job_progress(j):<12}{created:<21}{j['message']}")
+
+
+def cmd_job_show(args) -> None:
+    from engine.jobs import log_tail, reap
+    with _archive(args, readonly=True) as archive:
+        reap(archive)
+        job = archive.job(args.job)
+    print(f"job {job['id']}: {job['kind']} {json.dumps(job['args'])}")
+    print(f"  state {job['state']}  progress {_job_progress(job)}  {job['message']}")
+    print(f"  created {job['created_at']}  started {job['started_at']}  finished {job['finished_at']}  "
+          f"pid {job['pid']}")
+    if job["result"] is not None:
+        print(f"  result {json.dumps(job['result'])}")
+    if job["error"]:
+        print(f"  error {job['error']}")
+    if job["log_path"]:
+        print(f"--- {job['log_path']} (last {args.lines} lines)")
+        print(log_tail(job, args.lines))
+
+
+def cmd_job_cancel(args) -> None:
+    from engine.jobs import cancel
+    job = cancel(args.archive, args.job)
+    print(f"job {job['id']} cancelled")
+
+
 def _progress(args):
     if not sys.stderr.isatty():
         return None
@@ -166,12 +222,18 @@ def _progress(args):
                                      file=sys.stderr, flush=True)
 
 
+def cmd_dashboard(args) -> None:
+    from engine.dashboard import load_dashboard_config, serve
+    cfg = load_dashboard_config(args.config, host=args.host, port=args.port)
+    serve(args.archive, cfg)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="coevo", description="Model-harness co-evolution.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def command(name, fn, help):
-        sp = sub.add_parser(name, help=help, description=help)
+    def command(name, fn, help, under=None):
+        sp = (under or sub).add_parser(name, help=help, description=help)
         sp.add_argument("--archive", default=os.environ.get("COEVO_ARCHIVE", DEFAULT_PATH),
                         help="the archive file (default ./archive.db)")
         sp.set_defaults(fn=fn)
@@ -226,6 +288,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--gold", required=True)
     sp.add_argument("--pred", required=True)
     sp.add_argument("--json", action="store_true")
+
+    sp = sub.add_parser("job", help="start, list, show or cancel a job run by a detached worker",
+                        description="Jobs (a round, an evaluation, an SFT, a merge) run in a detached worker process; "
+                                    "the dashboard starts the same jobs.")
+    jobs = sp.add_subparsers(dest="job_command", required=True)
+    sp = command("start", cmd_job_start, "start a job and return at once", under=jobs)
+    sp.add_argument("kind", help="round, eval, sft, merge or sleep")
+    sp.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                    help="a job argument, repeatable; the value is read as JSON when it parses "
+                         "(limit=4, models='[\"c2\",\"c3\"]'), else as a string")
+    sp = command("list", cmd_job_list, "list jobs, newest first", under=jobs)
+    sp.add_argument("--state", choices=["queued", "running", "done", "failed", "cancelled"])
+    sp.add_argument("--limit", type=int, default=20)
+    sp = command("show", cmd_job_show, "a job's row and the tail of its log", under=jobs)
+    sp.add_argument("job", type=int)
+    sp.add_argument("--lines", type=int, default=40)
+    sp = command("cancel", cmd_job_cancel, "cancel a queued or running job (its worker and children stop)",
+                 under=jobs)
+    sp.add_argument("job", type=int)
+
+    sp = command("dashboard", cmd_dashboard, "serve the Streamlit dashboard over the archive")
+    sp.add_argument("--host", help="address to bind (default 127.0.0.1; beyond loopback a token is required)")
+    sp.add_argument("--port", type=int, help="port (default 8501)")
+    sp.add_argument("--config", help="dashboard config YAML: host, port, token (or $COEVO_DASHBOARD_TOKEN)")
     return p
 
 

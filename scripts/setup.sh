@@ -6,6 +6,14 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
+# the browser tests drive Debian's Chromium (never a downloaded one)
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  packages="chromium chromium-driver fonts-dejavu-core"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $packages >/dev/null \
+    || { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+         $SUDO apt-get install -y -q --no-install-recommends $packages >/dev/null; }
+fi
 stamp=.venv/.coevo-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip

@@ -9,6 +9,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+if str(REPO) not in sys.path:  # the dashboard's app/ package is not installed, only engine/ is
+    sys.path.insert(0, str(REPO))
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -161,6 +161,10 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX jobs_state ON jobs (state);
     """,
+    # 2: one harness's (or checkpoint's) evaluations, and a pair's newest one, without a table scan
+    """
+    CREATE INDEX evaluations_pair ON evaluations (harness_id, checkpoint_id, task, split, id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

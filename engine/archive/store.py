@@ -35,6 +35,11 @@ class ArchiveError(CoevoError):
     pass
 
 
+def _job_row(row: dict) -> dict:
+    return dict(row, args=json.loads(row["args"]),
+                result=json.loads(row["result"]) if row["result"] is not None else None)
+
+
 class Archive:
     def __init__(self, path=DEFAULT_PATH, *, readonly: bool = False):
         self.path = Path(path).resolve()  # checkpoints and workers need absolute paths
@@ -339,6 +344,59 @@ class Archive:
                 "decided_at = ? WHERE id = ? AND status = 'proposed'", (status, choice, decided_by, comment, now(), did))
             if cur.rowcount != 1:
                 raise ArchiveError(f"{self.path}: decision {did} is not pending")
+
+    # -- jobs -------------------------------------------------------------------------------------
+    def add_job(self, kind: str, args: dict) -> int:
+        with self.transaction() as db:
+            return db["jobs"].insert(dict(kind=kind, args=json.dumps(args), state="queued",
+                                          created_at=now())).last_pk
+
+    def job(self, jid: int) -> dict:
+        return _job_row(self._get("jobs", jid))
+
+    def jobs(self, state: str | None = None, limit: int | None = None) -> list[dict]:
+        """Jobs, newest first."""
+        sql, params = "SELECT * FROM jobs", []
+        if state:
+            sql, params = sql + " WHERE state = ?", [state]
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql, params = sql + " LIMIT ?", params + [limit]
+        return [_job_row(r) for r in self.query(sql, params)]
+
+    def start_job(self, jid: int, pid: int, log_path) -> None:
+        self._move_job(jid, ("queued",), "start", state="running", pid=pid, log_path=str(log_path),
+                       started_at=now())
+
+    def job_progress(self, jid: int, progress: float, total: float | None = None, message: str | None = None) -> bool:
+        """Record progress of a running job; False (and nothing written) once it is no longer running."""
+        with self.transaction():
+            cur = self.conn.execute(
+                "UPDATE jobs SET progress = ?, total = COALESCE(?, total), message = COALESCE(?, message) "
+                "WHERE id = ? AND state = 'running'", (progress, total, message, jid))
+            return cur.rowcount == 1
+
+    def finish_job(self, jid: int, state: str, result: dict | None = None, error: str | None = None) -> None:
+        if state not in ("done", "failed"):
+            raise ArchiveError(f"{self.path}: a job finishes as done or failed, not {state!r}")
+        # a cancelled job stays cancelled: the worker may report after the person cancelled it
+        self._move_job(jid, ("queued", "running"), f"finish ({state})", state=state, error=error,
+                       result=json.dumps(result) if result is not None else None, finished_at=now())
+
+    def cancel_job(self, jid: int) -> dict:
+        self._move_job(jid, ("queued", "running"), "cancel", state="cancelled", finished_at=now())
+        return self.job(jid)
+
+    def _move_job(self, jid: int, from_states: tuple[str, ...], action: str, **values) -> None:
+        """One state transition, allowed only from `from_states`."""
+        with self.transaction():
+            sets = ", ".join(f"{k} = ?" for k in values)
+            marks = ", ".join("?" * len(from_states))
+            cur = self.conn.execute(f"UPDATE jobs SET {sets} WHERE id = ? AND state IN ({marks})",
+                                    (*values.values(), jid, *from_states))
+            if cur.rowcount != 1:
+                state = self._get("jobs", jid)["state"]
+                raise ArchiveError(f"{self.path}: cannot {action} job {jid}: it is {state}")
 
     # -- lineage ----------------------------------------------------------------------------------
     def harness_lineage(self):

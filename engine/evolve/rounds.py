@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 from typing import Callable
 
 from pydantic import BaseModel
@@ -87,9 +88,21 @@ class Waiting(Exception):
                          f"`coevo override {decision_id} --choice ...`")
 
 
+def train_sft(archive: Archive, init: str, dataset: str, name: str, profile: str, seed: int) -> tuple[Path, dict]:
+    """Fine-tune checkpoint `init` on a stored data set into the archive's checkpoints/NAME.
+    Returns the model directory and the recipe to register it with (the caller registers it, in the
+    transaction that records why it was trained)."""
+    prof = load_profile(profile)
+    job = SftJob(model_dir=archive.checkpoint(init)["path"], dataset=archive.dataset(dataset)["path"],
+                 output_dir=str(archive.files_dir / "checkpoints" / name), profile=prof, seed=seed)
+    return run_sft(job), {"profile": prof.model_dump(), "seed": seed}
+
+
 class RoundRunner:
-    def __init__(self, archive: Archive, cfg: RunConfig, log: Callable[[str], None] = print):
-        self.archive, self.cfg, self.log = archive, cfg, log
+    def __init__(self, archive: Archive, cfg: RunConfig, log: Callable[[str], None] = print,
+                 on_step: Callable[[int, str], None] | None = None):
+        """`on_step(round id, step)` is called as each step is done (or found done on a resume)."""
+        self.archive, self.cfg, self.log, self.on_step = archive, cfg, log, on_step
         self.mode = MODES[cfg.mode]
         self.task = get_task(cfg.task, task_dir(archive, cfg.task))
         self.start_harness = archive.harness(cfg.start_harness)["id"]
@@ -114,6 +127,8 @@ class RoundRunner:
                 done = getattr(self, f"_{step}")(rid, results)
                 self.log(f"[round {rid}] {step} done in {time.time() - t0:.1f}s: {_brief(done)}")
             results[step] = done
+            if self.on_step:
+                self.on_step(rid, step)
         self.backends.clear()
         self.archive.finish_round(rid)
         ev = results["evaluate"]
@@ -211,17 +226,12 @@ class RoundRunner:
             why = "the model is fixed" if not self.mode["train"] else "no verified success to learn from"
             return self._finish(rid, "sft", {"checkpoint": cid, "trained": False, "why": why})
         hid = results["edit"]["harness"]
-        parent = self.archive.checkpoint(cid)
-        profile = load_profile(self.cfg.profile)
         name = f"sft-r{rid}"
-        job = SftJob(model_dir=parent["path"], dataset=self.archive.dataset(sample["dataset"])["path"],
-                     output_dir=str(self.archive.files_dir / "checkpoints" / name), profile=profile,
-                     seed=self.cfg.seed + rid)
-        path = run_sft(job)
+        path, recipe = train_sft(self.archive, cid, sample["dataset"], name, self.cfg.profile, self.cfg.seed + rid)
         with self.archive.transaction():
             new = self.archive.add_checkpoint(name=name, path=path, kind="sft", parents=[(cid, "init")],
                                               harness_id=hid, dataset_id=sample["dataset"], round=rid,
-                                              recipe={"profile": profile.model_dump(), "seed": job.seed})
+                                              recipe=recipe)
             return self._finish(rid, "sft", {"checkpoint": new, "trained": True})
 
     def _evaluate(self, rid, results) -> dict:

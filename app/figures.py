@@ -1,0 +1,126 @@
+"""Plotly figures of the archive. Ids travel in `customdata`, so a click on a point names what it is."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+# score: higher is better; TIMR: lower is better, so its scale runs green -> red
+SCALES = {"score": ("Viridis", "score"), "timr": ("RdYlGn_r", "TIMR")}
+UNEVALUATED = "#b8b8b8"
+SYMBOLS = {"base": "diamond", "sft": "circle", "merge": "star", "json": "circle", "xml": "square",
+           "tool_call": "triangle-up"}
+
+
+def config(name: str) -> dict:
+    """The chart's toolbar: the camera button saves a PNG sized for a slide."""
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2, "width": 1600, "height": 900}}
+
+
+def lineage(graph: dict, metric: str, title: str, selected: str | None = None) -> go.Figure:
+    """A layered DAG: roots on top, one row per generation; merges show every parent edge."""
+    nodes = graph["nodes"]
+    pos = {n["id"]: (n["x"], n["y"]) for n in nodes}
+    fig = go.Figure()
+    for style, dash in (("solid", None), ("dashed", "dot")):
+        xs, ys = [], []
+        for e in graph["edges"]:
+            if (e.get("role") == "base") != (style == "dashed"):
+                continue  # a merge's base is drawn dotted, its models and sft starts solid
+            if e["source"] in pos and e["target"] in pos:
+                (x0, y0), (x1, y1) = pos[e["source"]], pos[e["target"]]
+                xs += [x0, x1, None]
+                ys += [y0, y1, None]
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                                     line=dict(width=1, color="#8a8a8a", dash=dash)))
+    scale, label = SCALES[metric]
+    evaluated = [n for n in nodes if n.get(metric) is not None]
+    for group, color in ((evaluated, None), ([n for n in nodes if n.get(metric) is None], UNEVALUATED)):
+        if not group:
+            continue
+        marker = dict(size=[18 if n["id"] == selected else 11 for n in group],
+                      symbol=[SYMBOLS.get(n.get("kind") or n.get("interface"), "circle") for n in group],
+                      line=dict(width=[3 if n["id"] == selected else 0.5 for n in group], color="#222"))
+        if color:
+            marker["color"] = color
+        else:
+            marker.update(color=[n[metric] for n in group], colorscale=scale, cmin=0, cmax=1,
+                          colorbar=dict(title=label, thickness=12))
+        fig.add_trace(go.Scatter(
+            x=[n["x"] for n in group], y=[n["y"] for n in group], mode="markers+text" if len(nodes) <= 60 else "markers",
+            text=[n["id"] for n in group], textposition="middle right", customdata=[[n["id"]] for n in group],
+            marker=marker, showlegend=False, name="evaluated" if color is None else "not evaluated",
+            hovertext=[_node_hover(n) for n in group], hoverinfo="text"))
+    rows = len({round(n["y"], 6) for n in nodes}) or 1
+    fig.update_layout(title=title, height=min(1600, max(360, 46 * rows + 120)), margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False, autorange="reversed"),
+                      clickmode="event+select")
+    return fig
+
+
+def _node_hover(n: dict) -> str:
+    head = f"<b>{n['id']}</b> {n.get('name', '')}"
+    kind = n.get("kind") or n.get("interface") or ""
+    score = "-" if n.get("score") is None else f"{n['score']:.3f}"
+    timr = "-" if n.get("timr") is None else f"{n['timr']:.1%}"
+    extra = f"<br>trained under {n['harness_id']}" if n.get("harness_id") else ""
+    return f"{head}<br>{kind} · round {n.get('round') or '-'}{extra}<br>best: score {score}, TIMR {timr}"
+
+
+def heatmap(matrix: dict, metric: str) -> go.Figure:
+    """Harness rows x checkpoint columns. Cells are square markers rather than a heatmap trace, because
+    plotly selects points of scatter traces only: a click on a cell names its evaluation."""
+    rows = [h["id"] for h in matrix["harnesses"]]
+    cols = [c["id"] for c in matrix["checkpoints"]]
+    names_h = {h["id"]: h["name"] for h in matrix["harnesses"]}
+    names_c = {c["id"]: c["name"] for c in matrix["checkpoints"]}
+    cells = matrix["cells"]
+    cell_px = max(3, min(40, 900 // max(len(cols), 1), 900 // max(len(rows), 1)))
+    scale, label = SCALES[metric]
+    trace = go.Scattergl if len(cells) > 2000 else go.Scatter
+    fig = go.Figure(trace(
+        x=[c["checkpoint"] for c in cells], y=[c["harness"] for c in cells], mode="markers",
+        customdata=[[c["id"]] for c in cells],
+        marker=dict(symbol="square", size=cell_px * 0.92, color=[c[metric] for c in cells], colorscale=scale,
+                    cmin=0, cmax=1, colorbar=dict(title=label, thickness=12), line=dict(width=0)),
+        hovertext=[f"{c['harness']} {names_h.get(c['harness'], '')}<br>{c['checkpoint']} "
+                   f"{names_c.get(c['checkpoint'], '')}<br>score {c['score']:.3f} · TIMR {c['timr']:.1%}"
+                   f"<br>evaluation {c['id']} (click for trajectories)" for c in cells],
+        hoverinfo="text"))
+    show_ticks = max(len(rows), len(cols)) <= 60
+    fig.update_layout(
+        title=f"{matrix['task']}/{matrix['split']}: {label} per harness (rows) x checkpoint (columns)",
+        height=max(320, cell_px * len(rows) + 160), margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select",
+        xaxis=dict(type="category", categoryorder="array", categoryarray=cols, showticklabels=show_ticks,
+                   title="checkpoint", side="top", showgrid=False),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=rows, showticklabels=show_ticks,
+                   title="harness", autorange="reversed", showgrid=False),
+        plot_bgcolor="#f4f4f4")
+    return fig
+
+
+def rounds(rows: list[dict]) -> go.Figure:
+    """Score and TIMR of each round's evaluation."""
+    done = [r for r in rows if r.get("score") is not None]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[r["id"] for r in done], y=[r["score"] for r in done], name="score",
+                             mode="lines+markers", customdata=[[r["evaluation"]] for r in done]))
+    fig.add_trace(go.Scatter(x=[r["id"] for r in done], y=[r["timr"] for r in done], name="TIMR",
+                             mode="lines+markers", line=dict(dash="dash"), customdata=[[r["evaluation"]] for r in done]))
+    fig.update_layout(title="Score and TIMR per round", height=340, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(title="round", dtick=1), yaxis=dict(range=[0, 1.02], tickformat=".0%"))
+    return fig
+
+
+def compare_bars(by_task: list[dict], left: str, right: str) -> go.Figure:
+    """Best score and mean TIMR per task split, one bar per side."""
+    fig = go.Figure()
+    for side in (left, right):
+        rows = [r for r in by_task if r["side"] == side]
+        keys = [f"{r['task']}/{r['split']}" for r in rows]
+        fig.add_trace(go.Bar(x=keys, y=[r["best_score"] for r in rows], name=f"{side} best score"))
+        fig.add_trace(go.Bar(x=keys, y=[r["mean_timr"] for r in rows], name=f"{side} mean TIMR",
+                             marker_pattern_shape="/"))
+    fig.update_layout(barmode="group", height=340, margin=dict(l=10, r=10, t=40, b=10),
+                      title=f"{left} vs {right}", yaxis=dict(range=[0, 1.02]))
+    return fig

@@ -1,0 +1,293 @@
+"""Read-only views of the archive for the dashboard: plain dicts and lists, cheap to cache and to draw.
+
+Each view is a few indexed queries; none scans the turns table (the biggest by far) except for one
+evaluation's episodes. The dashboard caches them keyed on the archive's version counter."""
+from __future__ import annotations
+
+import difflib
+import json
+
+import yaml
+
+from engine.archive import Archive
+from engine.archive.lineage import checkpoint_dag, harness_dag, layered_positions, neighbourhood
+
+METRICS = ("score", "timr")
+
+
+def task_splits(a: Archive) -> list[dict]:
+    """Every (task, split) with evaluations, the most evaluated first."""
+    return a.query("SELECT task, split, COUNT(*) AS evaluations FROM evaluations GROUP BY task, split "
+                   "ORDER BY evaluations DESC, task, split")
+
+
+# -- overview ------------------------------------------------------------------------------------
+def overview(a: Archive) -> dict:
+    totals = a.query(
+        "SELECT (SELECT COUNT(*) FROM harnesses) AS harnesses, (SELECT COUNT(*) FROM checkpoints) AS checkpoints, "
+        "(SELECT COUNT(*) FROM evaluations) AS evaluations, (SELECT COUNT(*) FROM datasets) AS datasets, "
+        "(SELECT COALESCE(SUM(turns), 0) FROM evaluations) AS turns, "
+        "(SELECT COALESCE(SUM(mismatched_turns), 0) FROM evaluations) AS mismatched_turns")[0]
+    return {
+        "totals": totals,
+        "rounds": rounds(a),
+        "best": best_pairs(a),
+        "pending": [_decision(d) for d in a.query("SELECT * FROM decisions WHERE status = 'proposed' ORDER BY id")],
+        "jobs": a.query("SELECT id, kind, state, progress, total, message, created_at FROM jobs "
+                        "WHERE state IN ('queued', 'running') ORDER BY id DESC"),
+    }
+
+
+def rounds(a: Archive) -> list[dict]:
+    """Every round with the evaluation it ended on (NULL while it runs)."""
+    out = []
+    for r in a.query("SELECT r.id, r.mode, r.state, r.config, r.created_at, r.finished_at, s.result, "
+                     "(SELECT COUNT(*) FROM round_steps WHERE round_id = r.id AND state = 'done') AS steps_done "
+                     "FROM rounds r LEFT JOIN round_steps s ON s.round_id = r.id AND s.step = 'evaluate' "
+                     "ORDER BY r.id"):
+        result = json.loads(r.pop("result") or "{}")
+        config = json.loads(r.pop("config") or "{}")
+        out.append({**r, "task": config.get("task"), "split": config.get("split"),
+                    **{k: result.get(k) for k in ("evaluation", "harness", "checkpoint", "score", "timr")}})
+    return out
+
+
+def best_pairs(a: Archive) -> list[dict]:
+    """Per task and split, the best (harness, checkpoint) pair: highest score, then lowest TIMR."""
+    return a.query(
+        "SELECT task, split, harness_id AS harness, checkpoint_id AS checkpoint, id AS evaluation, score, timr "
+        "FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY task, split ORDER BY score DESC, timr ASC, id) AS rank "
+        "FROM evaluations) WHERE rank = 1 ORDER BY task, split")
+
+
+# -- lineage -------------------------------------------------------------------------------------
+def lineage(a: Archive, task: str | None, split: str | None) -> dict:
+    """Both DAGs with a layered layout, each node carrying its best evaluation on (task, split), and
+    the harness x checkpoint relation: which checkpoint was trained, or chosen, under which harness."""
+    best_h = _best_by(a, "harness_id", task, split)
+    best_c = _best_by(a, "checkpoint_id", task, split)
+    return {
+        "harnesses": _graph(harness_dag(a), best_h),
+        "checkpoints": _graph(checkpoint_dag(a), best_c),
+        "relation": relation(a),
+    }
+
+
+def _graph(dag, best: dict) -> dict:
+    pos = layered_positions(dag)
+    nodes = [{**dag.nodes[n], "id": n, "x": pos[n][0], "y": pos[n][1],
+              "score": best.get(n, {}).get("score"), "timr": best.get(n, {}).get("timr"),
+              "parents": dag.in_degree(n), "children": dag.out_degree(n)} for n in dag.nodes]
+    edges = [{"source": u, "target": v, **d} for u, v, d in dag.edges(data=True)]
+    return {"nodes": nodes, "edges": edges}
+
+
+def neighbours(graph: dict, node: str, hops: int) -> dict:
+    """A lineage graph narrowed to the nodes within `hops` edges of `node`."""
+    import networkx as nx
+    g = nx.DiGraph([(e["source"], e["target"]) for e in graph["edges"]])
+    g.add_nodes_from(n["id"] for n in graph["nodes"])
+    keep = neighbourhood(g, node, hops) if node in g else set()
+    return {"nodes": [n for n in graph["nodes"] if n["id"] in keep],
+            "edges": [e for e in graph["edges"] if e["source"] in keep and e["target"] in keep]}
+
+
+def _best_by(a: Archive, column: str, task, split) -> dict[str, dict]:
+    where, params = ("WHERE task = ? AND split = ?", (task, split)) if task else ("", ())
+    rows = a.query(
+        f"SELECT node, score, timr FROM (SELECT {column} AS node, score, timr, ROW_NUMBER() OVER "
+        f"(PARTITION BY {column} ORDER BY score DESC, timr ASC, id) AS rank FROM evaluations {where}) "
+        "WHERE rank = 1", params)
+    return {r["node"]: r for r in rows}
+
+
+def relation(a: Archive) -> list[dict]:
+    """(harness, checkpoint, how): 'trained under' from the checkpoint's data, 'chosen for' from the
+    inheritance decisions (the checkpoint a round's new harness started from)."""
+    trained = a.query("SELECT harness_id AS harness, id AS checkpoint, 'trained under' AS how, round "
+                      "FROM checkpoints WHERE harness_id IS NOT NULL")
+    chosen = a.query(
+        "SELECT json_extract(s.result, '$.harness') AS harness, d.choice AS checkpoint, 'chosen for' AS how, "
+        "d.round_id AS round FROM decisions d JOIN round_steps s ON s.round_id = d.round_id AND s.step = 'edit' "
+        "WHERE d.kind = 'inheritance' AND d.status != 'proposed'")
+    return trained + [r for r in chosen if r["harness"] and r["checkpoint"]]
+
+
+def harness_detail(a: Archive, hid: str) -> dict:
+    h = a.harness(hid)
+    return {
+        **{k: h[k] for k in ("id", "name", "interface", "creator", "rationale", "round", "created_at", "parents")},
+        "spec_yaml": spec_yaml(h["spec"]),
+        "children": [r["child"] for r in a.query("SELECT child FROM harness_parents WHERE parent = ? ORDER BY child",
+                                                 (h["id"],))],
+        "checkpoints": [r for r in relation(a) if r["harness"] == h["id"]],
+        "evaluations": a.query("SELECT id, checkpoint_id AS checkpoint, task, split, score, timr, turns, round "
+                               "FROM evaluations WHERE harness_id = ? ORDER BY id DESC LIMIT 500", (h["id"],)),
+    }
+
+
+def checkpoint_detail(a: Archive, cid: str) -> dict:
+    c = a.checkpoint(cid)
+    dataset = a.dataset(c["dataset_id"]) if c["dataset_id"] else None
+    return {
+        **{k: c[k] for k in ("id", "name", "kind", "path", "harness_id", "round", "created_at", "parents")},
+        "recipe_yaml": yaml.safe_dump(c["recipe"], sort_keys=False) if c["recipe"] else "",
+        "dataset": dataset,
+        "children": a.query("SELECT child, role FROM checkpoint_parents WHERE parent = ? ORDER BY child", (c["id"],)),
+        "harnesses": [r for r in relation(a) if r["checkpoint"] == c["id"]],
+        "evaluations": a.query(
+            "SELECT id, harness_id AS harness, task, split, score, timr, turns, round FROM evaluations "
+            "WHERE checkpoint_id = ? ORDER BY id DESC LIMIT 500", (c["id"],)),
+    }
+
+
+# -- heatmaps ------------------------------------------------------------------------------------
+def matrix(a: Archive, task: str, split: str) -> dict:
+    """The newest evaluation of every (harness, checkpoint) pair, with row and column labels."""
+    cells = a.matrix(task, split)
+    names_h = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM harnesses")}
+    names_c = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM checkpoints")}
+    from engine.archive.lineage import _natural
+    rows = sorted({c["harness"] for c in cells}, key=_natural)
+    cols = sorted({c["checkpoint"] for c in cells}, key=_natural)
+    return {"task": task, "split": split, "cells": cells,
+            "harnesses": [{"id": h, "name": names_h.get(h, h)} for h in rows],
+            "checkpoints": [{"id": c, "name": names_c.get(c, c)} for c in cols]}
+
+
+# -- trajectories --------------------------------------------------------------------------------
+def evaluation(a: Archive, eid: int) -> dict:
+    e = a.evaluation(eid)
+    e["harness_name"] = a.harness(e["harness_id"])["name"]
+    e["checkpoint_name"] = a.checkpoint(e["checkpoint_id"])["name"]
+    return e
+
+
+def evaluations_of(a: Archive, task: str, split: str, harness: str | None = None,
+                   checkpoint: str | None = None) -> list[dict]:
+    sql = ("SELECT id, harness_id AS harness, checkpoint_id AS checkpoint, score, timr, round, created_at "
+           "FROM evaluations WHERE task = ? AND split = ?")
+    params: list = [task, split]
+    if harness:
+        sql, params = sql + " AND harness_id = ?", params + [harness]
+    if checkpoint:
+        sql, params = sql + " AND checkpoint_id = ?", params + [checkpoint]
+    return a.query(sql + " ORDER BY id DESC LIMIT 1000", params)
+
+
+def episodes(a: Archive, eid: int, success: bool | None = None, mismatch: bool | None = None) -> list[dict]:
+    sql, params = "SELECT idx, item_id, sample, success, reward, turns, mismatched_turns, prediction " \
+                  "FROM episodes WHERE evaluation_id = ?", [eid]
+    if success is not None:
+        sql, params = sql + " AND success = ?", params + [int(success)]
+    if mismatch is not None:
+        sql += " AND mismatched_turns > 0" if mismatch else " AND mismatched_turns = 0"
+    return a.query(sql + " ORDER BY idx", params)
+
+
+def episode(a: Archive, eid: int, idx: int) -> dict:
+    ep = a.query("SELECT * FROM episodes WHERE evaluation_id = ? AND idx = ?", (eid, idx))
+    if not ep:
+        from engine.archive.store import ArchiveError
+        raise ArchiveError(f"{a.path}: evaluation {eid} has no episode {idx}")
+    return {**ep[0], "turns": a.turns(eid, idx)}
+
+
+# -- decisions -----------------------------------------------------------------------------------
+def _decision(row: dict) -> dict:
+    return {**row, "candidates": json.loads(row["candidates"]), "evidence": json.loads(row["evidence"])}
+
+
+def decisions(a: Archive) -> dict:
+    """Pending decisions with what a person needs to judge them, and the audit trail of the rest."""
+    pending = []
+    for d in a.query("SELECT * FROM decisions WHERE status = 'proposed' ORDER BY id"):
+        d = _decision(d)
+        d["table"] = candidate_table(d)
+        d["harness_diff"] = round_harness_diff(a, d["round_id"])
+        pending.append(d)
+    trail = a.query("SELECT id, round_id, step, kind, choice, status, decided_by, comment, rationale, decided_at "
+                    "FROM decisions WHERE status != 'proposed' ORDER BY id DESC LIMIT 1000")
+    return {"pending": pending, "trail": trail}
+
+
+def candidate_table(d: dict) -> list[dict]:
+    """One row per candidate with its evidence: curator weights or inheritance probe results."""
+    ev = d["evidence"]
+    per = ev.get("weights") or ev.get("probe") or {}
+    rows = []
+    for c in d["candidates"]:
+        info = per.get(str(c), {})
+        info = info if isinstance(info, dict) else {"weight": info}
+        rows.append({"candidate": c, "proposed": c == d["choice"], **info})
+    return rows
+
+
+def round_harness_diff(a: Archive, round_id: int | None) -> dict | None:
+    """The harness a round edited, diffed against its parent (None before the edit step)."""
+    if round_id is None:
+        return None
+    edit = a.step_result(round_id, "edit")
+    if not edit or not edit.get("harness"):
+        return None
+    child = a.harness(edit["harness"])
+    if not child["parents"]:
+        return None
+    parent = a.harness(child["parents"][0])
+    return {"child": child["id"], "parent": parent["id"], "rationale": child["rationale"],
+            "diff": spec_diff(parent["spec"], child["spec"], parent["id"], child["id"])}
+
+
+def spec_yaml(spec: dict) -> str:
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+
+
+def spec_diff(old: dict, new: dict, old_name: str, new_name: str) -> str:
+    return "".join(difflib.unified_diff(spec_yaml(old).splitlines(True), spec_yaml(new).splitlines(True),
+                                        fromfile=old_name, tofile=new_name))
+
+
+# -- compare -------------------------------------------------------------------------------------
+def compare(a: Archive, kind: str, left: str, right: str) -> dict:
+    """Two harnesses or two checkpoints: their spec (or recipe) diff, per-task results, and the
+    evaluations where the other side of the pair is the same (the fair comparison)."""
+    if kind == "harness":
+        x, y = a.harness(left), a.harness(right)
+        diff = spec_diff(x["spec"], y["spec"], x["id"], y["id"])
+        column, other = "harness_id", "checkpoint_id"
+    elif kind == "checkpoint":
+        x, y = a.checkpoint(left), a.checkpoint(right)
+        diff = "".join(difflib.unified_diff(
+            yaml.safe_dump(_checkpoint_card(x), sort_keys=False).splitlines(True),
+            yaml.safe_dump(_checkpoint_card(y), sort_keys=False).splitlines(True),
+            fromfile=x["id"], tofile=y["id"]))
+        column, other = "checkpoint_id", "harness_id"
+    else:
+        raise ValueError(f"compare: kind must be 'harness' or 'checkpoint', not {kind!r}")
+    by_task = a.query(
+        f"SELECT {column} AS side, task, split, COUNT(*) AS evaluations, MAX(score) AS best_score, "
+        f"AVG(score) AS mean_score, AVG(timr) AS mean_timr, MIN(timr) AS min_timr FROM evaluations "
+        f"WHERE {column} IN (?, ?) GROUP BY {column}, task, split ORDER BY task, split, side", (x["id"], y["id"]))
+    paired = a.query(
+        f"SELECT l.task, l.split, l.{other} AS shared, l.score AS left_score, l.timr AS left_timr, "
+        f"r.score AS right_score, r.timr AS right_timr FROM evaluations l JOIN evaluations r "
+        f"ON r.{other} = l.{other} AND r.task = l.task AND r.split = l.split AND r.{column} = ? "
+        f"WHERE l.{column} = ? AND l.id = (SELECT MAX(id) FROM evaluations WHERE {column} = l.{column} "
+        f"AND {other} = l.{other} AND task = l.task AND split = l.split) "
+        f"AND r.id = (SELECT MAX(id) FROM evaluations WHERE {column} = r.{column} AND {other} = r.{other} "
+        f"AND task = r.task AND split = r.split) ORDER BY l.task, l.split, l.{other} LIMIT 1000",
+        (y["id"], x["id"]))
+    return {"kind": kind, "left": x["id"], "right": y["id"], "diff": diff, "by_task": by_task, "paired": paired}
+
+
+def _checkpoint_card(c: dict) -> dict:
+    return {k: c[k] for k in ("name", "kind", "harness_id", "dataset_id", "round", "parents", "recipe")}
+
+
+def datasets(a: Archive) -> list[dict]:
+    return a.query("SELECT id, task, source, harness_id, checkpoint_id, kept, samples FROM datasets ORDER BY rowid")
+
+
+def ids(a: Archive, kind: str) -> list[dict]:
+    table = {"harness": "harnesses", "checkpoint": "checkpoints"}[kind]
+    return a.query(f"SELECT id, name FROM {table} ORDER BY rowid")
