@@ -84,7 +84,7 @@ def select(ctx: InheritContext) -> Proposal:
 
 @POLICIES.register("merge")
 def merge(ctx: InheritContext) -> Proposal:
-    from engine.train.merge import run_ties, ties_config
+    from engine.train.merge import merge_checkpoints
 
     cids = candidates(ctx.archive)
     results = staged_probe(ctx, cids)
@@ -95,15 +95,10 @@ def merge(ctx: InheritContext) -> Proposal:
         return Proposal(cids, {"probe": results}, top[0],
                         f"no TIES merge ({'one candidate' if len(top) < 2 else 'one is the ancestor of the other'}); "
                         f"selected {top[0]}")
-    paths = [ctx.archive.checkpoint(c)["path"] for c in top]
-    recipe = ties_config(paths, ctx.archive.checkpoint(base)["path"], density=0.5)
     name = f"merge-r{ctx.round}-{'-'.join(top)}"
     merged = ctx.archive.find_checkpoint(name)  # a resumed round merged these already
     if merged is None:
-        out = run_ties(recipe, ctx.archive.files_dir / "checkpoints" / name)
-        merged = ctx.archive.add_checkpoint(name=name, path=out, kind="merge", round=ctx.round,
-                                            parents=[(c, "model") for c in top] + [(base, "base")],
-                                            recipe={"mergekit": recipe, "base": base})
+        merged = merge_checkpoints(ctx.archive, top, base, name, density=0.5, round=ctx.round)
     results[merged] = probe(ctx, merged, ctx.probe_items)
     return Proposal(cids + [merged], {"probe": results, "merge": {"models": top, "base": base}}, merged,
                     f"TIES merge of {top[0]} and {top[1]} over their common ancestor {base}")

@@ -220,16 +220,11 @@ class MergeArgs(JobArgs):
 @kind("merge", MergeArgs)
 def run_merge_job(archive: Archive, args: dict, progress: Progress) -> dict:
     """A TIES merge registered as the `merge` inheritance policy registers one."""
-    from engine.train.merge import run_ties, ties_config
+    from engine.train.merge import merge_checkpoints
     a = MergeArgs(**args)
-    recipe = ties_config([archive.checkpoint(c)["path"] for c in a.models], archive.checkpoint(a.base)["path"],
-                         density=a.density)
     name = _claim_name(archive, f"merge-{'-'.join(a.models)}")
     progress(0, 1, f"merging into {name}")
-    out = run_ties(recipe, archive.files_dir / "checkpoints" / name)
-    cid = archive.add_checkpoint(name=name, path=out, kind="merge",
-                                 parents=[(c, "model") for c in a.models] + [(a.base, "base")],
-                                 recipe={"mergekit": recipe, "base": a.base})
+    cid = merge_checkpoints(archive, a.models, a.base, name, density=a.density)
     progress(1, 1, f"registered {cid} {name}")
     return {"checkpoint": cid}
 
