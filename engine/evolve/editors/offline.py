@@ -12,7 +12,21 @@ from engine.harness.interfaces import INTERFACES
 
 
 def _instructions(task: str) -> list[str]:
-    return yaml.safe_load((ASSETS / "instructions.yaml").read_text()).get(task, [])
+    path = ASSETS / "instructions" / f"{task}.yaml"
+    return yaml.safe_load(path.read_text()) if path.exists() else []
+
+
+def change_task_option(spec: dict, rng, successes) -> Edit | None:
+    """Change how the harness presents its task: one of the task's declared options."""
+    from engine.tasks import task_class
+    space = task_class(spec["task"]).option_space
+    current = spec.get("task_options", {})
+    choices = [(k, v) for k, values in space.items() for v in values if current.get(k) != v]
+    if not choices:
+        return None
+    key, value = rng.choice(choices)
+    return Edit({**spec, "task_options": {**current, key: value}}, f"task option {key} -> {value}",
+                "change_task_option")
 
 
 def switch_interface(spec: dict, rng, successes) -> Edit | None:
@@ -67,14 +81,14 @@ def toggle_strictness(spec: dict, rng, successes) -> Edit | None:
 def retry_on_parse_error(spec: dict, rng, successes) -> Edit | None:
     loop = spec["loop"]
     if loop["retry_on_parse_error"]:
-        return Edit({**spec, "loop": {**loop, "retry_on_parse_error": False, "max_turns": 1}},
+        return Edit({**spec, "loop": {**loop, "retry_on_parse_error": False}},
                     "drop the retry turn on parse errors", "retry_on_parse_error")
     return Edit({**spec, "loop": {**loop, "retry_on_parse_error": True, "max_turns": max(2, loop["max_turns"])}},
                 "add a retry turn on parse errors", "retry_on_parse_error")
 
 
 OPERATORS = [switch_interface, add_few_shot, remove_few_shot, replace_few_shot, rewrite_instruction,
-             toggle_strictness, retry_on_parse_error]
+             toggle_strictness, retry_on_parse_error, change_task_option]
 
 
 @EDITORS.register("offline")

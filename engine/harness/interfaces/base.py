@@ -31,9 +31,12 @@ def strip_fence(text: str) -> str:
 class Interface:
     name: str = ""
 
-    def instructions(self) -> str:
-        """How to answer, for the system prompt."""
-        raise NotImplementedError
+    lead: str = ""             # how to answer
+    default_example: str = ""  # an answer in this format, when the task gives no example call
+
+    def instructions(self, example: Call | None = None) -> str:
+        """How to answer, for the system prompt, with the task's example call rendered in this format."""
+        return f"{self.lead}, for example: {self.render([example]) if example else self.default_example}"
 
     def render(self, calls: list[Call]) -> str:
         raise NotImplementedError

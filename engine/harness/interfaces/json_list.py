@@ -9,9 +9,8 @@ from engine.harness.interfaces.base import Call, Interface, ParseError, check_ca
 class JsonInterface(Interface):
     name = "json"
 
-    def instructions(self) -> str:
-        return ('Answer with a JSON array of calls and nothing else, for example: '
-                '[{"name": "room.device.method", "args": {"param": value}}]')
+    lead = "Answer with a JSON array of calls and nothing else"
+    default_example = '[{"name": "room.device.method", "args": {"param": value}}]'
 
     def render(self, calls: list[Call]) -> str:
         return json.dumps([c.to_dict() for c in calls], ensure_ascii=False)

@@ -12,9 +12,8 @@ _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 class ToolCallInterface(Interface):
     name = "tool_call"
 
-    def instructions(self) -> str:
-        return ('Call functions, one block per call and nothing else, for example: '
-                '<tool_call>\n{"name": "room.device.method", "arguments": {"param": value}}\n</tool_call>')
+    lead = "Call functions, one block per call and nothing else"
+    default_example = '<tool_call>\n{"name": "room.device.method", "arguments": {"param": value}}\n</tool_call>'
 
     def render(self, calls: list[Call]) -> str:
         return "\n".join(

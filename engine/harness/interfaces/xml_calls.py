@@ -16,9 +16,8 @@ def _value(text: str):
 class XmlInterface(Interface):
     name = "xml"
 
-    def instructions(self) -> str:
-        return ('Answer with XML and nothing else, for example: '
-                '<calls><call name="room.device.method"><arg name="param">value</arg></call></calls>')
+    lead = "Answer with XML and nothing else"
+    default_example = '<calls><call name="room.device.method"><arg name="param">value</arg></call></calls>'
 
     def render(self, calls: list[Call]) -> str:
         parts = []

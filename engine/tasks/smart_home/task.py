@@ -102,7 +102,7 @@ class SmartHomeTask(Task):
         return [Item(r.id, r.input, r.output, r.category, context=self.homes[r.home_id],
                      meta={"type": r.type, "home_id": r.home_id}) for r in rows]
 
-    def context(self, item: Item) -> str:
+    def context(self, item: Item, options: dict | None = None) -> str:
         home: Home = item.context
         return "\n".join(
             f"{home.address(room, dev)}: " + " ".join(f"{m}({','.join(p)})" if p else m for m, p in methods.items())
@@ -126,7 +126,7 @@ class SmartHomeTask(Task):
             return f"wrong arguments for {call.name}: expected {expected}, got {sorted(call.args)}"
         return None
 
-    def environment(self, item: Item) -> Environment:
+    def environment(self, item: Item, options: dict | None = None) -> Environment:
         return SmartHomeEnvironment(item.context, item.gold)
 
     def gold_calls(self, item: Item) -> list[Call]:

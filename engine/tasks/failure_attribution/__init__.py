@@ -1,0 +1,1 @@
+"""Multi-agent failure attribution (Who&When, TraceElephant)."""

@@ -1,0 +1,1 @@
+"""Role-aware text-to-SQL (Spider-AC)."""
