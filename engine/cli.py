@@ -18,7 +18,7 @@ def _archive(args, readonly: bool = False) -> Archive:
 def cmd_init(args) -> None:
     from engine.init import init, load_init_config
     with _archive(args) as archive:
-        init(archive, load_init_config(args.config), base_model=args.base_model)
+        init(archive, load_init_config(args.config, args.task), base_model=args.base_model)
         print(f"archive {archive.path}: {len(archive.harnesses())} harnesses, {len(archive.checkpoints())} checkpoints")
 
 
@@ -33,14 +33,17 @@ def cmd_eval(args) -> None:
 
 
 def _evaluate_seeds(archive: Archive, task: str, split: str, limit=None, include_base=False) -> None:
-    """Every harness under every checkpoint that has no evaluation yet (the starting matrix)."""
+    """Every harness of the task under every checkpoint of its lineage that has no evaluation yet
+    (the starting matrix)."""
     from engine.evaluate import evaluate
     from engine.models import load_backend
     done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(task, split)}
+    harnesses = [h for h in archive.harnesses() if archive.harness(h["id"])["spec"]["task"] == task]
+    tasks = archive.checkpoint_tasks()
     for c in archive.checkpoints():
-        if c["kind"] == "base" and not include_base:
+        if (c["kind"] == "base" and not include_base) or tasks[c["id"]] not in (task, None):
             continue
-        todo = [h for h in archive.harnesses() if (h["id"], c["id"]) not in done]
+        todo = [h for h in harnesses if (h["id"], c["id"]) not in done]
         backend = load_backend("transformers", c["path"]) if todo else None
         for h in todo:
             r = evaluate(archive, h["id"], c["id"], task, split, limit=limit, backend=backend)
@@ -49,20 +52,31 @@ def _evaluate_seeds(archive: Archive, task: str, split: str, limit=None, include
 
 def _run_config(args):
     from engine.evolve.rounds import load_run_config
-    return load_run_config(args.run_config, mode=args.mode, gate=args.gate, seed=args.seed,
-                           inheritance=args.inheritance, editor=args.editor)
+    cfg = load_run_config(args.run_config, task=args.task, mode=args.mode, gate=args.gate, seed=args.seed,
+                          inheritance=args.inheritance, editor=args.editor)
+    return cfg
+
+
+def _configs(args):
+    """The init and round configs of one task; they must agree on it."""
+    from engine.init import load_init_config
+    config = load_init_config(args.config, args.task)
+    cfg = _run_config(args)
+    if cfg.task != config.task:
+        raise CoevoError(f"the init config is for task {config.task!r} but the round config for {cfg.task!r}: "
+                         "pass --task, or configs of one task")
+    return config, cfg
 
 
 def cmd_run(args) -> None:
     """The main job: build the embedded default (once), evaluate the seed harnesses under the roots,
     then run rounds of co-evolution; resumes where a killed run stopped."""
     from engine.evolve.rounds import RoundRunner, Waiting
-    from engine.init import init, load_init_config
+    from engine.init import init
     t0 = time.time()
+    config, cfg = _configs(args)
     with _archive(args) as archive:
-        config = load_init_config(args.config)
         init(archive, config, base_model=args.base_model)
-        cfg = _run_config(args)
         _evaluate_seeds(archive, config.task, cfg.split, include_base=bool(args.base_model))
         print_matrix(archive, config.task, cfg.split)
         if args.rounds:
@@ -95,11 +109,10 @@ def cmd_override(args) -> None:
 
 def cmd_ablate(args) -> None:
     from engine.evolve.ablate import ablate, format_table
-    from engine.init import init, load_init_config
+    from engine.init import init
+    config, cfg = _configs(args)
     with _archive(args) as archive:
-        config = load_init_config(args.config)
         init(archive, config)
-        cfg = _run_config(args)
         _evaluate_seeds(archive, config.task, cfg.split)
         table = ablate(archive, cfg, args.rounds, log=lambda m: print(m, flush=True))
     print("\n" + format_table(table))
@@ -146,9 +159,12 @@ def cmd_status(args) -> None:
 
 
 def cmd_score(args) -> None:
+    if args.benchmark == "whowhen":
+        return _score_whowhen(args)
+    if args.benchmark == "rbac-sql":
+        return _score_rbac_sql(args)
     from engine.scoring import score_homebench_files
-    if args.benchmark == "homebench":
-        result = score_homebench_files(args.gold, args.pred)
+    result = score_homebench_files(args.gold, args.pred)
     if args.json:
         print(json.dumps(result, indent=1))
         return
@@ -157,6 +173,44 @@ def cmd_score(args) -> None:
         fmt = (lambda v: f"{v:.3f}" if v is not None else "-")
         print(f"{cat:<8}{m['n']:>6}{fmt(m['success']):>10}{fmt(m['precision']):>11}{fmt(m['recall']):>9}"
               f"{fmt(m['f1']):>8}")
+
+
+def _score_whowhen(args) -> None:
+    from engine.tasks.failure_attribution.scorer import score_whowhen
+    result = score_whowhen(args.gold, args.pred, rule=args.rule)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"Who&When, {result['rule']} match")
+    print(f"{'':<24}{'n':>6}{'agent':>9}{'step':>9}")
+    for name, m in [*result["by_subfolder"].items(), ("overall", result["overall"])]:
+        print(f"{name:<24}{m['n']:>6}{m['agent_accuracy']:>9.3f}{m['step_accuracy']:>9.3f}")
+    for r in result["rejected"]:
+        print(f"not scored: {r}")
+    if result["unknown_ids"]:
+        print(f"predictions for unknown traces: {', '.join(result['unknown_ids'])}")
+
+
+def _score_rbac_sql(args) -> None:
+    from engine.tasks.rbac_sql.scorer import score_rbac_files
+    result = score_rbac_files(args.gold, args.pred, spider_dir=args.spider)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    for k, v in result.items():
+        if not isinstance(v, (dict, list)):
+            print(f"{k:<28}{v:.3f}" if isinstance(v, float) else f"{k:<28}{v}")
+
+
+def cmd_sql_guard(args) -> None:
+    from engine.tasks.rbac_sql.guard import guard_report
+    report = guard_report(args.gold, spider_dir=args.spider)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    print(json.dumps({k: v for k, v in report.items() if k != "disagreements"}, indent=1))
+    for d in report["disagreements"]:
+        print(f"line {d['line']}: {json.dumps(d)}")
 
 
 def _job_arg(item: str) -> tuple[str, object]:
@@ -241,11 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = command("init", cmd_init, "build the default model and archive, or register a local model")
     sp.add_argument("--base-model", help="a local Hugging Face causal-LM directory to register instead")
-    sp.add_argument("--config", help="init config YAML (default assets/init.yaml)")
+    sp.add_argument("--config", help="init config YAML (default assets/init/<task>.yaml)")
+    sp.add_argument("--task", help="smart_home (default), failure_attribution or rbac_sql")
 
     def round_options(sp):
-        sp.add_argument("--config", help="init config YAML (default assets/init.yaml)")
-        sp.add_argument("--run-config", help="round config YAML (default assets/run.yaml)")
+        sp.add_argument("--task", help="smart_home (default), failure_attribution or rbac_sql: picks the "
+                                       "default configs assets/init/<task>.yaml and assets/run/<task>.yaml")
+        sp.add_argument("--config", help="init config YAML (default assets/init/<task>.yaml)")
+        sp.add_argument("--run-config", help="round config YAML (default assets/run/<task>.yaml)")
         sp.add_argument("--rounds", type=int, default=3)
         sp.add_argument("--seed", type=int)
         sp.add_argument("--mode", choices=["coevo", "harness-only", "model-only", "no-inheritance"])
@@ -284,9 +341,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
 
     sp = command("score", cmd_score, "score predictions with a benchmark's official metric")
-    sp.add_argument("benchmark", choices=["homebench"])
-    sp.add_argument("--gold", required=True)
-    sp.add_argument("--pred", required=True)
+    sp.add_argument("benchmark", choices=["homebench", "whowhen", "rbac-sql"])
+    sp.add_argument("--gold", required=True, help="gold rows (JSONL), or for whowhen the folder of trace files")
+    sp.add_argument("--pred", required=True, help="predictions (JSONL)")
+    sp.add_argument("--rule", choices=["exact", "substring"], default="exact",
+                    help="whowhen: exact match, or the official script's gold-is-a-substring rule")
+    sp.add_argument("--spider", help="rbac-sql: a Spider folder with database/<db_id>/<db_id>.sqlite "
+                                     "(default: build each database from the rows' schema_ddl)")
+    sp.add_argument("--json", action="store_true")
+
+    sp = sub.add_parser("sql", help="the SQL permission guard", description="The SQL permission guard.")
+    sql = sp.add_subparsers(dest="sql_command", required=True)
+    sp = command("guard", cmd_sql_guard, "run each row's gold query under its role through the guard and "
+                 "print the agreement with the row's label", under=sql)
+    sp.add_argument("--gold", required=True, help="Spider-AC rows (JSONL)")
+    sp.add_argument("--spider", help="a Spider folder with database/<db_id>/<db_id>.sqlite "
+                                     "(default: build each database from the rows' schema_ddl)")
     sp.add_argument("--json", action="store_true")
 
     sp = sub.add_parser("job", help="start, list, show or cancel a job run by a detached worker",

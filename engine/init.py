@@ -21,9 +21,6 @@ from engine.tasks import get_task
 from engine.train.data import gold_conversations
 from engine.train.sft import SftJob, finish_sft, load_profile, start_sft
 
-BASE_NAME = "tiny-base"
-
-
 class RootSpec(BaseModel):
     name: str
     harness: str  # a seed harness name
@@ -31,6 +28,7 @@ class RootSpec(BaseModel):
 
 class InitConfig(BaseModel):
     task: str = "smart_home"
+    base_name: str = "tiny-base"  # the embedded base model's checkpoint name (one per task's vocabulary)
     seed: int = 0
     sizes: dict[str, int] = {"train": 1000, "dev": 60, "test": 200}
     harnesses: list[str] = ["smart_home_json", "smart_home_xml", "smart_home_tool_call"]
@@ -40,8 +38,9 @@ class InitConfig(BaseModel):
     profile: str = "cpu"
 
 
-def load_init_config(path=None) -> InitConfig:
-    return load_yaml(InitConfig, path or ASSETS / "init.yaml")
+def load_init_config(path=None, task: str | None = None) -> InitConfig:
+    """A config file, or the task's default (assets/init/<task>.yaml, smart_home when none is named)."""
+    return load_yaml(InitConfig, path or ASSETS / "init" / f"{task or 'smart_home'}.yaml")
 
 
 def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable[[str], None] = print) -> dict:
@@ -69,20 +68,21 @@ def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable
         return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}
 
     ckpt_dir = archive.files_dir / "checkpoints"
-    if BASE_NAME not in existing:
+    if config.base_name not in existing:
         log("training the tokenizer and building the tiny base model")
         texts = generic_corpus()
         train = task.load("train")
         for _, spec in specs.values():
             texts += [m["content"] for row in gold_conversations(spec, task, train[:300]) for m in row["messages"]]
-        tmp = ckpt_dir / f"{BASE_NAME}.partial"
+        tmp = ckpt_dir / f"{config.base_name}.partial"
         shutil.rmtree(tmp, ignore_errors=True)
         tok = train_tokenizer(texts, tmp, config.model.vocab_size)
         build_model(tok, tmp, config.model)
-        os.replace(tmp, ckpt_dir / BASE_NAME)
-        existing[BASE_NAME] = archive.add_checkpoint(name=BASE_NAME, path=ckpt_dir / BASE_NAME, kind="base",
-                                                     recipe={"tiny": config.model.model_dump()})
-    base = archive.checkpoint(existing[BASE_NAME])
+        os.replace(tmp, ckpt_dir / config.base_name)
+        existing[config.base_name] = archive.add_checkpoint(
+            name=config.base_name, path=ckpt_dir / config.base_name, kind="base",
+            recipe={"tiny": config.model.model_dump(), "task": config.task})
+    base = archive.checkpoint(existing[config.base_name])
 
     profile = load_profile(config.profile)
     pending = [r for r in config.roots if r.name not in existing]

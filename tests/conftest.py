@@ -50,10 +50,10 @@ def small_default(tmp_path_factory):
     profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
     profile.update(num_train_epochs=2)
     (root / "profile.yaml").write_text(yaml.safe_dump(profile))
-    config = yaml.safe_load((ASSETS / "init.yaml").read_text())
+    config = yaml.safe_load((ASSETS / "init" / "smart_home.yaml").read_text())
     config.update(sizes={"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
     (root / "init.yaml").write_text(yaml.safe_dump(config))
-    run = yaml.safe_load((ASSETS / "run.yaml").read_text())
+    run = yaml.safe_load((ASSETS / "run" / "smart_home.yaml").read_text())
     run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48}, probe={"items": 8, "stage1": 4, "contenders": 2},
                profile=str(root / "profile.yaml"))
     (root / "run.yaml").write_text(yaml.safe_dump(run))

@@ -267,6 +267,19 @@ class Archive:
             "WHERE e.harness_id = ? AND (t.mismatch = 1 OR t.reward = 0) "
             "ORDER BY t.mismatch DESC, t.evaluation_id DESC LIMIT ?", (harness_id, limit))
 
+    def checkpoint_tasks(self) -> dict[str, str | None]:
+        """The task each checkpoint belongs to: its training data's, its base recipe's, or its parents'
+        (a merge). None for a model registered from outside."""
+        parents: dict[str, list[str]] = {}
+        for r in self.query("SELECT child, parent FROM checkpoint_parents ORDER BY role"):
+            parents.setdefault(r["child"], []).append(r["parent"])
+        out: dict[str, str | None] = {}
+        for r in self.query("SELECT c.id, d.task AS data_task, json_extract(c.recipe, '$.task') AS recipe_task "
+                            "FROM checkpoints c LEFT JOIN datasets d ON d.id = c.dataset_id ORDER BY c.rowid"):
+            inherited = next((out[p] for p in parents.get(r["id"], []) if out.get(p)), None)  # parents come first
+            out[r["id"]] = r["data_task"] or r["recipe_task"] or inherited
+        return out
+
     def find_checkpoint(self, name: str) -> str | None:
         row = self.conn.execute("SELECT id FROM checkpoints WHERE name = ?", (name,)).fetchone()
         return row["id"] if row else None

@@ -38,8 +38,10 @@ class Proposal:
 POLICIES: Registry = Registry("inheritance policy")
 
 
-def candidates(archive: Archive) -> list[str]:
-    ckpts = archive.checkpoints()
+def candidates(archive: Archive, task: str) -> list[str]:
+    """The checkpoints of this task's lineage (and models registered from outside)."""
+    tasks = archive.checkpoint_tasks()
+    ckpts = [c for c in archive.checkpoints() if tasks.get(c["id"]) in (task, None)]
     trained = [c["id"] for c in ckpts if c["kind"] != "base"]
     return trained or [c["id"] for c in ckpts]
 
@@ -73,7 +75,7 @@ def rank(results: dict[str, dict]) -> list[str]:
 
 @POLICIES.register("select")
 def select(ctx: InheritContext) -> Proposal:
-    cids = candidates(ctx.archive)
+    cids = candidates(ctx.archive, ctx.task.name)
     results = staged_probe(ctx, cids)
     best = rank(results)[0]
     r = results[best]
@@ -86,7 +88,7 @@ def select(ctx: InheritContext) -> Proposal:
 def merge(ctx: InheritContext) -> Proposal:
     from engine.train.merge import merge_checkpoints
 
-    cids = candidates(ctx.archive)
+    cids = candidates(ctx.archive, ctx.task.name)
     results = staged_probe(ctx, cids)
     top = rank(results)[:2]
     dag = ctx.archive.checkpoint_lineage()

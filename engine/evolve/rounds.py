@@ -68,8 +68,9 @@ MODES = {  # what each mode lets move: the harness (edit), the model (train), an
 }
 
 
-def load_run_config(path=None, **overrides) -> RunConfig:
-    cfg = load_yaml(RunConfig, path or ASSETS / "run.yaml")
+def load_run_config(path=None, task: str | None = None, **overrides) -> RunConfig:
+    """A config file, or the task's default (assets/run/<task>.yaml, smart_home when none is named)."""
+    cfg = load_yaml(RunConfig, path or ASSETS / "run" / f"{task or 'smart_home'}.yaml")
     cfg = cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     if cfg.mode not in MODES:
         raise CoevoError(f"unknown mode {cfg.mode!r} (known: {', '.join(MODES)})")

@@ -82,7 +82,8 @@ class RoundArgs(JobArgs):
     inheritance: Literal["select", "merge", "latest", "fixed"] | None = None
     editor: Literal["offline", "llm"] | None = None
     seed: int | None = None
-    run_config: str | None = None  # round config YAML (default assets/run.yaml)
+    task: str | None = None        # picks the default round config assets/run/<task>.yaml
+    run_config: str | None = None  # round config YAML (default assets/run/<task>.yaml)
 
     def check(self, archive):
         if self.run_config is None:
@@ -98,7 +99,8 @@ def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
     """N more rounds of co-evolution; a decision pending a person's approval ends the job early."""
     from engine.evolve.rounds import STEPS, RoundRunner, Waiting, load_run_config
     a = RoundArgs(**args)
-    cfg = load_run_config(a.run_config, mode=a.mode, gate=a.gate, inheritance=a.inheritance, editor=a.editor,
+    cfg = load_run_config(a.run_config, task=a.task, mode=a.mode, gate=a.gate, inheritance=a.inheritance,
+                          editor=a.editor,
                           seed=a.seed)
     total, steps_done = len(STEPS) * a.rounds, 0
 
