@@ -42,6 +42,18 @@ def person() -> str:
     return st.text_input("Your name (for the audit trail)", value=os.environ.get("USER", "person"), key="person")
 
 
+def flat_metrics(metrics: dict, prefix: str = "") -> list[dict]:
+    """A task's nested metrics as rows: {'metric': 'overall.success', 'value': 0.23}."""
+    rows = []
+    for k, v in metrics.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            rows += flat_metrics(v, name + ".")
+        elif not isinstance(v, list):
+            rows.append({"metric": name, "value": f"{v:.4f}" if isinstance(v, float) else str(v)})
+    return rows
+
+
 def pct(value) -> str:
     return "-" if value is None else f"{value:.1%}"
 

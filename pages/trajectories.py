@@ -39,8 +39,8 @@ cols[1].metric("Score", components.num(ev["score"]))
 cols[2].metric("TIMR", components.pct(ev["timr"]), help=f"{ev['mismatched_turns']} of {ev['turns']} turns")
 cols[3].metric("Episodes", ev["episodes"])
 cols[4].metric("Round", ev["round"] or "-")
-with st.expander("Task metrics"):
-    st.json(ev["metrics"])
+with st.expander("Task metrics", expanded=True):
+    st.dataframe(components.flat_metrics(ev["metrics"]), hide_index=True)
 
 f1, f2 = st.columns(2)
 success = f1.radio("Outcome", ["all", "success", "failure"], horizontal=True, key="traj-success")

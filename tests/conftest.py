@@ -41,24 +41,31 @@ def coevo(*args, check=True, **kw):
                           check=check, **kw)
 
 
+def small_configs(root: Path, task: str = "smart_home", sizes=None) -> tuple[Path, Path]:
+    """Init and round configs of a task scaled down for tests: little data, short training, small
+    sampling and probing. Returns (init.yaml, run.yaml) in root."""
+    from engine import ASSETS
+    profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
+    profile.update(num_train_epochs=2)
+    (root / "profile.yaml").write_text(yaml.safe_dump(profile))
+    config = yaml.safe_load((ASSETS / "init" / f"{task}.yaml").read_text())
+    config.update(sizes=sizes or {"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
+    (root / "init.yaml").write_text(yaml.safe_dump(config))
+    run = yaml.safe_load((ASSETS / "run" / f"{task}.yaml").read_text())
+    run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48}, probe={"items": 8, "stage1": 4, "contenders": 2},
+               profile=str(root / "profile.yaml"))
+    (root / "run.yaml").write_text(yaml.safe_dump(run))
+    return root / "init.yaml", root / "run.yaml"
+
+
 @pytest.fixture(scope="session")
 def small_default(tmp_path_factory):
     """`coevo run --rounds 0` on a small embedded default: two roots trained briefly with ms-swift,
     the seed matrix evaluated. Returns (archive path, stdout)."""
-    from engine import ASSETS
     root = tmp_path_factory.mktemp("default")
-    profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
-    profile.update(num_train_epochs=2)
-    (root / "profile.yaml").write_text(yaml.safe_dump(profile))
-    config = yaml.safe_load((ASSETS / "init" / "smart_home.yaml").read_text())
-    config.update(sizes={"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
-    (root / "init.yaml").write_text(yaml.safe_dump(config))
-    run = yaml.safe_load((ASSETS / "run" / "smart_home.yaml").read_text())
-    run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48}, probe={"items": 8, "stage1": 4, "contenders": 2},
-               profile=str(root / "profile.yaml"))
-    (root / "run.yaml").write_text(yaml.safe_dump(run))
+    init_yaml, _ = small_configs(root)
     archive = root / "archive.db"
-    out = coevo("run", "--rounds", "0", "--archive", str(archive), "--config", str(root / "init.yaml"))
+    out = coevo("run", "--rounds", "0", "--archive", str(archive), "--config", str(init_yaml))
     return archive, out.stdout
 
 
