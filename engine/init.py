@@ -45,11 +45,10 @@ def load_init_config(path=None, task: str | None = None) -> InitConfig:
 
 def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable[[str], None] = print) -> dict:
     data = task_dir(archive, config.task)
-    task_cls = type(get_task(config.task, data))
-    if not all((data / f"{s}.jsonl").exists() for s in config.sizes):
-        log(f"generating {config.task} data {config.sizes} (seed {config.seed}) in {data}")
-        task_cls.generate(data, seed=config.seed, sizes=config.sizes)
     task = get_task(config.task, data)
+    if not all(task.has_split(s) for s in config.sizes):
+        log(f"generating {config.task} data {config.sizes} (seed {config.seed}) in {data}")
+        type(task).generate(data, seed=config.seed, sizes=config.sizes)
 
     specs = {}
     for name in config.harnesses:

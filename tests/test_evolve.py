@@ -188,3 +188,18 @@ def test_round_turns_a_valid_llm_reply_into_a_harness(round_archive, endpoint):
     h = round_archive.harness(edit["harness"])
     assert (h["creator"], h["rationale"], h["spec"]["strict"]) == ("editor:llm", "accept prose around the JSON", False)
     assert not [x for x in round_archive.decisions() if x["kind"] == "edit"]
+
+
+def test_change_task_option_sets_one_declared_option_of_the_task():
+    from engine.evolve.editors.offline import change_task_option
+    from engine.tasks import task_class
+    from engine.tasks.failure_attribution.task import parse_options
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "failure_attribution_json.yaml").to_dict()
+    space = task_class("failure_attribution").option_space
+    for seed in range(10):
+        edit = change_task_option(spec, random.Random(seed), [])
+        changed = {k: v for k, v in edit.spec["task_options"].items() if spec["task_options"].get(k) != v}
+        (key, value), = changed.items()
+        assert value in space[key] and key in edit.rationale
+        parse_options(edit.spec["task_options"])  # the task accepts what the editor wrote
+    assert change_task_option(json.loads(json.dumps(SEED)), random.Random(0), []) is None  # smart_home has none

@@ -137,9 +137,9 @@ def _smart_home_item(rng: random.Random, n: int):
 def _failure_item(rng: random.Random, n: int):
     agent, step = rng.choice(AGENTS), rng.randint(2, 24)
     text = f"Log {n} failed after {step + rng.randint(1, 6)} steps. Who caused it, at which step?"
-    final = [Call("attribute", {"agent": agent, "step": step})]
-    wrong = [Call("attribute", {"agent": rng.choice([a for a in AGENTS if a != agent]), "step": step + 1})]
-    probes = [([Call("read_log", {"step": k})],
+    final = [Call("blame", {"agent": agent, "step": step})]
+    wrong = [Call("blame", {"agent": rng.choice([a for a in AGENTS if a != agent]), "step": step + 1})]
+    probes = [([Call("next", {})],
                f"step {k} {agent if k == step else rng.choice(AGENTS)}: "
                + (rng.choice(EVENTS) if k == step else "ok"))
               for k in (step - 1, step, step + 1)]

@@ -48,6 +48,10 @@ class Task:
     def load(self, split: str, limit: int | None = None) -> list[Item]:
         raise NotImplementedError
 
+    def has_split(self, split: str) -> bool:
+        """Whether the data folder holds this split (else `generate` makes it)."""
+        return (self.data_dir / f"{split}.jsonl").is_file()
+
     def context(self, item: Item, options: dict | None = None) -> str:
         """The text the harness puts in its system prompt's {context}."""
         raise NotImplementedError
