@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import quote as urlquote
 
 from engine.errors import InputError
+from engine.tasks.rbac_sql.sqllex import split_statements
 
 
 def quote_ident(name: str) -> str:
@@ -50,30 +51,10 @@ def _pg_name(tok: str) -> str:
     return tok[1:-1].replace('""', '"') if tok.startswith('"') else tok.lower()
 
 
-def _split_ddl(ddl: str) -> list[tuple[int, list[str]]]:
-    out, cur, line, start = [], [], 1, None
-    for m in _DDL_TOK.finditer(ddl):
-        tok = m.group()
-        if tok.isspace() or tok.startswith("--") or tok.startswith("/*"):
-            line += tok.count("\n")
-            continue
-        if start is None:
-            start = line
-        line += tok.count("\n")
-        if tok == ";":
-            out.append((start, cur))
-            cur, start = [], None
-        else:
-            cur.append(tok)
-    if cur:
-        out.append((start, cur))
-    return out
-
-
 def parse_ddl(ddl: str, *, path=None, line: int | None = None) -> list[TableDef]:
     """CREATE TABLE statements of a PostgreSQL schema dump -> tables with their columns and types."""
     tables: list[TableDef] = []
-    for stmt_line, toks in _split_ddl(ddl):
+    for stmt_line, toks in split_statements(ddl, _DDL_TOK):
         def err(msg, _l=stmt_line):
             if path is not None:
                 raise InputError(f"schema line {_l}: {msg}", path=path, line=line, field=f"schema_ddl:{_l}")

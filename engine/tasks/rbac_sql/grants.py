@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from engine.errors import InputError
+from engine.tasks.rbac_sql.sqllex import split_statements
 
 _TOK = re.compile(r'\s+|--[^\n]*|"(?:[^"]|"")*"|[(),.;]|[^\s(),.;"]+', re.S)
 
@@ -77,27 +78,6 @@ def _ident(tok: str) -> str:
     return tok.lower()
 
 
-def _statements(text: str) -> list[tuple[int, list[str]]]:
-    """(1-based line, tokens) per statement, split at semicolons outside quotes."""
-    out, cur, line, start = [], [], 1, None
-    for m in _TOK.finditer(text):
-        tok = m.group()
-        if tok.isspace() or tok.startswith("--"):
-            line += tok.count("\n")
-            continue
-        if start is None:
-            start = line
-        line += tok.count("\n")
-        if tok == ";":
-            out.append((start, cur))
-            cur, start = [], None
-        else:
-            cur.append(tok)
-    if cur:
-        out.append((start, cur))
-    return out
-
-
 class _Stmt:
     def __init__(self, toks: list[str], err):
         self.toks, self.i, self.err = toks, 0, err
@@ -153,7 +133,7 @@ def parse_policy(text: str, db_id: str | None = None, *, path=None, line: int | 
     lowercased. With `path`/`line` (a JSONL row) errors name that row and the policy line in the field."""
     roles: dict[str, RoleGrants] = {}
     prefix = f"{db_id}_".lower() if db_id else None
-    for stmt_line, toks in _statements(text):
+    for stmt_line, toks in split_statements(text, _TOK):
         def err(msg, _l=stmt_line):
             if path is not None:
                 raise InputError(f"access policy line {_l}: {msg}", path=path, line=line,

@@ -119,3 +119,25 @@ def using_columns(sql: str) -> list[str]:
 
 def has_natural_join(sql: str) -> bool:
     return any(t.kind == "word" and t.value == "natural" for t in tokens(sql))
+
+
+def split_statements(text: str, token_re: re.Pattern) -> list[tuple[int, list[str]]]:
+    """(1-based line, tokens) per statement of a script, split at semicolons outside quotes;
+    whitespace and comments (tokens starting with '--' or '/*') are dropped."""
+    out, cur, line, start = [], [], 1, None
+    for m in token_re.finditer(text):
+        tok = m.group()
+        if tok.isspace() or tok.startswith("--") or tok.startswith("/*"):
+            line += tok.count("\n")
+            continue
+        if start is None:
+            start = line
+        line += tok.count("\n")
+        if tok == ";":
+            out.append((start, cur))
+            cur, start = [], None
+        else:
+            cur.append(tok)
+    if cur:
+        out.append((start, cur))
+    return out
