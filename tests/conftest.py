@@ -52,7 +52,7 @@ def small_configs(root: Path, task: str = "smart_home", sizes=None) -> tuple[Pat
     config.update(sizes=sizes or {"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
     (root / "init.yaml").write_text(yaml.safe_dump(config))
     run = yaml.safe_load((ASSETS / "run" / f"{task}.yaml").read_text())
-    run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48}, probe={"items": 8, "stage1": 4, "contenders": 2},
+    run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48, "min_kept": 4}, probe={"items": 8, "stage1": 4, "contenders": 2},
                profile=str(root / "profile.yaml"))
     (root / "run.yaml").write_text(yaml.safe_dump(run))
     return root / "init.yaml", root / "run.yaml"

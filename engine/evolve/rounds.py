@@ -35,6 +35,8 @@ class SampleConfig(BaseModel):
     k: int = 4
     temperature: float = 1.0
     tasks: int = 200
+    min_kept: int = 16  # fewer verified successes than this: no SFT (a few steps on a handful of rows
+                        # at the profile's learning rate wreck the format more than they teach)
 
 
 class ProbeConfig(BaseModel):
@@ -223,8 +225,9 @@ class RoundRunner:
     def _sft(self, rid, results) -> dict:
         cid = results["inherit"]["checkpoint"]
         sample = results["sample"]
-        if not self.mode["train"] or not sample["kept"]:
-            why = "the model is fixed" if not self.mode["train"] else "no verified success to learn from"
+        if not self.mode["train"] or sample["kept"] < max(1, self.cfg.sample.min_kept):
+            why = ("the model is fixed" if not self.mode["train"] else
+                   f"{sample['kept']} verified successes, fewer than sample.min_kept={self.cfg.sample.min_kept}")
             return self._finish(rid, "sft", {"checkpoint": cid, "trained": False, "why": why})
         hid = results["edit"]["harness"]
         name = f"sft-r{rid}"
