@@ -5,6 +5,7 @@ import streamlit as st
 from app import components, data
 from engine import jobs
 from engine.errors import CoevoError
+from engine.tasks import task_names
 
 st.title("Jobs")
 data.require_archive()
@@ -19,7 +20,8 @@ checkpoints = [c["id"] for c in data.ids("checkpoint")]
 with st.form(f"job-form-{kind}"):
     if kind == "round":
         a, b, c = st.columns(3)
-        args = {"rounds": a.number_input("Rounds", 1, 100, 1, key="job-rounds"),
+        args = {"task": c.selectbox("Task", task_names(), key="job-round-task"),
+                "rounds": a.number_input("Rounds", 1, 100, 1, key="job-rounds"),
                 "gate": b.selectbox("Approval gate", ["auto", "require"], key="job-gate"),
                 "mode": c.selectbox("Mode", ["coevo", "harness-only", "model-only", "no-inheritance"], key="job-mode"),
                 "inheritance": a.selectbox("Inheritance", ["select", "merge", "latest", "fixed"], key="job-inherit"),
@@ -29,7 +31,8 @@ with st.form(f"job-form-{kind}"):
         a, b = st.columns(2)
         args = {"harness": a.selectbox("Harness", harnesses, key="job-harness"),
                 "checkpoint": b.selectbox("Checkpoint", checkpoints, key="job-checkpoint"),
-                "task": a.text_input("Task", splits[0]["task"] if splits else "smart_home", key="job-task"),
+                "task": a.selectbox("Task", task_names(), key="job-task",
+                                    index=task_names().index(splits[0]["task"]) if splits else 0),
                 "split": b.text_input("Split", "dev", key="job-split"),
                 "limit": a.number_input("Items (0 = all)", 0, 100_000, 0, key="job-limit") or None}
     elif kind == "sft":

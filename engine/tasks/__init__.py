@@ -9,6 +9,11 @@ def get_task(name: str, data_dir) -> Task:
     return task_class(name)(data_dir)
 
 
+def task_names() -> list[str]:
+    _load_builtin()
+    return TASKS.names()
+
+
 def task_class(name: str) -> type[Task]:
     _load_builtin()
     return TASKS.get(name)
@@ -21,4 +26,4 @@ def _load_builtin() -> None:
     import engine.tasks.smart_home  # noqa: F401
 
 
-__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task", "task_class"]
+__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task", "task_class", "task_names"]
