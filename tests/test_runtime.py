@@ -88,3 +88,27 @@ def test_few_shot_answers_follow_the_harness_interface(task):
     assert build_messages(spec, task, item)[2]["content"] == '[{"name": "kitchen.light.turn_on", "args": {}}]'
     xml = HarnessSpec.from_dict({**spec.to_dict(), "interface": {"name": "xml"}})
     assert build_messages(xml, task, item)[2]["content"].startswith("<calls>")
+
+
+def test_rejection_sampling_caps_one_category_of_successes(tmp_path):
+    """A model that refuses everything is right on every DENY row and on no PERMIT row: its successes
+    are all refusals, and with max_share < 1 none of them is kept to train on."""
+    from engine.evolve.sampling import balance, rejection_sample
+    from engine.jsonl import read_jsonl
+    from conftest import REPO
+    task = get_task("rbac_sql", REPO / "tests" / "fixtures" / "rbac_sql")
+    items = task.load("department_store_8")
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "rbac_sql_json.yaml")
+    refuse = ScriptedBackend(lambda m: '[{"name": "refuse", "args": {}}]')
+    denies = sum(i.category == "DENY" for i in items)
+    assert 0 < denies < len(items)
+    counts = rejection_sample(spec, task, refuse, items, k=1, temperature=0.0, out_path=tmp_path / "all.jsonl")
+    assert counts["kept"] == denies == len(list(read_jsonl(tmp_path / "all.jsonl")))
+    counts = rejection_sample(spec, task, refuse, items, k=1, temperature=0.0, out_path=tmp_path / "capped.jsonl",
+                              max_share=0.8)
+    assert counts["kept"] == 0 and list(read_jsonl(tmp_path / "capped.jsonl")) == []
+    # mixed successes: the largest category is cut to max_share of what is kept
+    out = balance({"DENY": list(range(10)), "PERMIT": list(range(2))}, 0.75)
+    assert len(out["DENY"]) == 6 and len(out["PERMIT"]) == 2
+    with pytest.raises(ValueError):
+        balance({"a": [1]}, 0.3)

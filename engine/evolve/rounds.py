@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from engine import ASSETS
 from engine.archive import Archive
@@ -37,6 +37,7 @@ class SampleConfig(BaseModel):
     tasks: int = 200
     min_kept: int = 16  # fewer verified successes than this: no SFT (a few steps on a handful of rows
                         # at the profile's learning rate wreck the format more than they teach)
+    max_share: float = Field(1.0, ge=0.5, le=1.0)  # the most one item category may make of the kept rows
 
 
 class ProbeConfig(BaseModel):
@@ -214,11 +215,13 @@ class RoundRunner:
         self.backends.clear()  # the probed models are no longer needed
         backend.seed = self.cfg.seed + rid
         counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
-                                  temperature=self.cfg.sample.temperature, out_path=path)
+                                  temperature=self.cfg.sample.temperature, out_path=path,
+                                  max_share=self.cfg.sample.max_share)
         with self.archive.transaction():
             did = self.archive.add_dataset(path=path, task=self.cfg.task, source="rejection", harness_id=hid,
                                            checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
-                                                                    "temperature": self.cfg.sample.temperature},
+                                                                    "temperature": self.cfg.sample.temperature,
+                                                                    "max_share": self.cfg.sample.max_share},
                                            **counts)
             return self._finish(rid, "sample", {"dataset": did, **counts})
 

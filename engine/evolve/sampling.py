@@ -11,10 +11,11 @@ from engine.tasks.base import Item, Task
 
 
 def rejection_sample(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k: int, temperature: float,
-                     out_path) -> dict:
+                     out_path, max_share: float = 1.0) -> dict:
     """Write the kept conversations to out_path; return the counts for the archive."""
     episodes = run_episodes(spec, task, backend, items, k=k, temperature=temperature)
-    rows, seen = [], set()
+    kept: dict[str, list[dict]] = {}
+    seen = set()
     for e in episodes:
         if not e.success or e.mismatched_turns:
             continue
@@ -22,6 +23,21 @@ def rejection_sample(spec: HarnessSpec, task: Task, backend, items: list[Item], 
         if key in seen:
             continue
         seen.add(key)
-        rows.append({"messages": e.messages})  # the whole episode, every turn of it
+        kept.setdefault(e.item.category, []).append({"messages": e.messages})  # the whole episode
+    rows = [r for group in balance(kept, max_share).values() for r in group]
     write_jsonl(Path(out_path), rows)
     return {"tasks_tried": len(items), "samples": len(episodes), "kept": len(rows)}
+
+
+def balance(by_category: dict[str, list], max_share: float) -> dict[str, list]:
+    """Cap the largest category at `max_share` of the kept rows, so that a model is not fine-tuned on one
+    kind of answer only (say, only refusals, when its SQL never matches). Successes of one category alone
+    are then dropped entirely. With max_share >= 0.5 only the largest category can exceed it."""
+    if not 0.5 <= max_share <= 1.0:
+        raise ValueError(f"max_share must be within [0.5, 1], not {max_share}")
+    if max_share == 1.0 or not by_category:
+        return by_category
+    largest = max(by_category, key=lambda c: (len(by_category[c]), c))
+    others = sum(len(v) for c, v in by_category.items() if c != largest)
+    cap = int(max_share / (1 - max_share) * others + 1e-9)
+    return {**by_category, largest: by_category[largest][:cap]}
