@@ -1,6 +1,7 @@
 """Plotly figures of the archive. Ids travel in `customdata`, so a click on a point names what it is."""
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 # score: higher is better; TIMR: lower is better, so its scale runs green -> red
@@ -78,14 +79,17 @@ def heatmap(matrix: dict, metric: str) -> go.Figure:
     cell_px = max(3, min(40, 900 // max(len(cols), 1), 900 // max(len(rows), 1)))
     scale, label = SCALES[metric]
     trace = go.Scattergl if len(cells) > 2000 else go.Scatter
+    # numpy arrays: plotly validates and serializes them whole, not element by element (2-3x faster
+    # at tens of thousands of cells)
     fig = go.Figure(trace(
-        x=[c["checkpoint"] for c in cells], y=[c["harness"] for c in cells], mode="markers",
-        customdata=[[c["id"]] for c in cells],
-        marker=dict(symbol="square", size=cell_px * 0.92, color=[c[metric] for c in cells], colorscale=scale,
-                    cmin=0, cmax=1, colorbar=dict(title=label, thickness=12), line=dict(width=0)),
-        hovertext=[f"{c['harness']} {names_h.get(c['harness'], '')}<br>{c['checkpoint']} "
-                   f"{names_c.get(c['checkpoint'], '')}<br>score {c['score']:.3f} · TIMR {c['timr']:.1%}"
-                   f"<br>evaluation {c['id']} (click for trajectories)" for c in cells],
+        x=np.array([c["checkpoint"] for c in cells], dtype=object),
+        y=np.array([c["harness"] for c in cells], dtype=object), mode="markers",
+        customdata=[[c["id"]] for c in cells],  # a plain list: the click's selection event must carry it
+        marker=dict(symbol="square", size=cell_px * 0.92, color=np.array([c[metric] for c in cells], dtype=float),
+                    colorscale=scale, cmin=0, cmax=1, colorbar=dict(title=label, thickness=12), line=dict(width=0)),
+        hovertext=np.array([f"{c['harness']} {names_h.get(c['harness'], '')}<br>{c['checkpoint']} "
+                            f"{names_c.get(c['checkpoint'], '')}<br>score {c['score']:.3f} · TIMR {c['timr']:.1%}"
+                            f"<br>evaluation {c['id']} (click for trajectories)" for c in cells], dtype=object),
         hoverinfo="text"))
     show_ticks = max(len(rows), len(cols)) <= 60
     fig.update_layout(

@@ -52,6 +52,17 @@ def open_app(path, monkeypatch, page="overview", **state) -> AppTest:
     return at
 
 
+def typed_array(value):
+    """A numeric array of a plotly figure's JSON: a list, or plotly's base64 typed-array form."""
+    import base64
+
+    import numpy as np
+    if isinstance(value, dict):
+        shape = [int(n) for n in str(value.get("shape", "-1")).split(",")]
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).reshape(shape)
+    return np.array(value)
+
+
 def metric(at, label):
     return next(m.value for m in at.metric if m.label == label)
 
@@ -85,14 +96,14 @@ def test_heatmap_cells_carry_their_evaluation_and_a_click_opens_it(synthetic, mo
         task, split = a.query("SELECT task, split FROM evaluations GROUP BY task, split "
                               "ORDER BY COUNT(*) DESC, task, split LIMIT 1")[0].values()
         cells = {(c["harness"], c["checkpoint"]): c for c in a.matrix(task, split)}
-    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
-    trace = fig["data"][0]
-    assert len(trace["customdata"]) == len(cells)
-    for h, c, (eid,), timr in zip(trace["y"], trace["x"], trace["customdata"], trace["marker"]["color"]):
+    trace = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    customdata, colors = typed_array(trace["customdata"]), typed_array(trace["marker"]["color"])
+    assert len(customdata) == len(cells)
+    for h, c, (eid,), timr in zip(trace["y"], trace["x"], customdata, colors):
         assert cells[(h, c)]["id"] == eid and cells[(h, c)]["timr"] == timr
 
     # AppTest cannot click a plotly point: give the chart the selection a click makes
-    eid = trace["customdata"][0][0]
+    eid = int(customdata[0][0])
     at.session_state["heatmap-0"] = {"selection": {"points": [{"customdata": [eid]}], "point_indices": [0],
                                                    "box": [], "lasso": []}}
     at.run()
