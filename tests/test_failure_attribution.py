@@ -24,7 +24,8 @@ ALGO = FIXTURES / "Algorithm-Generated"
 ELEPHANT = FIXTURES / "TraceElephant"
 REAL = SHARED_DATA / "who_and_when"
 HARNESSES = ["failure_attribution_json", "failure_attribution_xml", "failure_attribution_tool_call"]
-PROTOCOLS = [{"protocol": "all_at_once"}, {"protocol": "step_by_step", "window": 3}]
+PROTOCOLS = [{"protocol": "all_at_once"}, {"protocol": "step_by_step", "window": 3},
+             {"protocol": "binary_search", "window": 2}]
 
 
 def _spec(name, **options):
@@ -374,13 +375,16 @@ def test_every_gold_episode_succeeds_through_the_environment(options, synthetic)
         env = task.environment(item, options)
         turns = task.gold_turns(item, options)
         for calls in turns[:-1]:
-            assert calls == [Call("next")]
+            assert calls in ([Call("next")], [Call("half", {"part": "first"})], [Call("half", {"part": "second"})])
             r = env.step(calls)
             assert not r.done and r.reward == 0 and "[" in r.feedback
         r = env.step(turns[-1])
         assert r.done and r.success and r.reward == 1.0 and r.prediction == item.gold, item.id
         if options["protocol"] == "step_by_step":
             assert len(turns) == item.gold["step"] // 3 + 1
+        if options["protocol"] == "binary_search":  # halved until at most `window` steps are left
+            lo, hi = env.range
+            assert hi - lo <= 2 and lo <= item.gold["step"] < hi and len(turns) > 1
 
 
 def test_rewards_for_half_right_and_running_out_of_steps(synthetic):
@@ -415,8 +419,13 @@ def test_gold_conversations_for_every_seed_harness_and_protocol(harness, options
         answers = [m for m in msgs if m["role"] == "assistant"]
         assert len(answers) == len(task.gold_turns(item, spec.task_options))
         assert iface.parse(answers[-1]["content"]) == task.gold_calls(item)
-        if len(answers) > 1:  # the environment's next chunk comes between the turns
-            assert msgs[3]["role"] == "user" and f"[{3}]" in msgs[3]["content"]
+        if len(answers) > 1:  # the environment's next chunk (or narrowed range) comes between the turns
+            assert msgs[3]["role"] == "user"
+            if options["protocol"] == "step_by_step":
+                assert f"[{3}]" in msgs[3]["content"]
+            else:
+                assert "[" in msgs[3]["content"] and msgs[3]["content"] in task.environment(
+                    item, options).step(task.gold_turns(item, options)[0]).feedback
 
 
 class GoldBackend:
@@ -452,7 +461,7 @@ def test_run_episodes_with_gold_outputs_succeeds(harness, options, synthetic):
     stats = summarize(episodes)
     assert stats["timr"] == 0.0 and all(e.success for e in episodes)
     assert task.score(items, [e.prediction for e in episodes])[0] == 1.0
-    if options["protocol"] == "step_by_step":
+    if options["protocol"] != "all_at_once":
         assert stats["turns"] > len(items)
 
 
@@ -462,3 +471,19 @@ def test_answers_in_another_interface_are_mismatches(synthetic):
     items = task.load("dev", limit=4)
     episodes = run_episodes(spec, task, GoldBackend(spec, task, items, interface="xml"), items)
     assert summarize(episodes)["timr"] == 1.0 and not any(e.success for e in episodes)
+
+
+def test_binary_search_shows_wide_ranges_coarsely_and_checks_half(synthetic):
+    task = get_task("failure_attribution", synthetic)
+    item = max(_all_items(synthetic), key=lambda i: i.meta["steps"])
+    options = {"protocol": "binary_search", "window": 2, "max_step_chars": 200}
+    wide = task.context(item, options)
+    assert "half(part=\"first\")" in wide
+    longest = max(len(line) for line in wide.splitlines() if line.startswith("["))
+    full = max(len(line) for line in task.context(item, {"max_step_chars": 200}).splitlines() if line.startswith("["))
+    assert longest < full  # each step is cut to fit a window's worth of characters
+    assert task.check_call(Call("half", {"part": "second"}), item) is None
+    for bad in ({}, {"part": "third"}, {"part": "first", "extra": 1}):
+        assert "half takes" in task.check_call(Call("half", bad), item)
+    env = task.environment(item, {"protocol": "all_at_once"})
+    assert not env.step([Call("half", {"part": "first"})]).done  # nothing to narrow outside the protocol

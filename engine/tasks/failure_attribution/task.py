@@ -5,6 +5,9 @@ the context, the question it was solving is the input, and the answer is the cal
 Task options (a harness's `task_options`):
 - `protocol`: `all_at_once` shows the trace in the context and takes one answer; `step_by_step` shows
   `window` steps at a time, and the model answers `next()` to see the next ones, or `blame(...)`;
+  `binary_search` (as in the Who&When paper) shows a range of steps and the model answers
+  `half(part="first"|"second")` to narrow it to the half that holds the mistake, or `blame(...)`; a
+  range wider than `window` is shown coarsely (each step cut shorter), a narrow one in full;
 - `window`: steps shown at once (all_at_once shows the first `window` steps and says how many more
   there are; a small model's context cannot hold a long real trace);
 - `max_step_chars`: each step's text is cut to this many characters (real steps run to pages);
@@ -26,12 +29,13 @@ from engine.tasks.failure_attribution import generator
 from engine.tasks.failure_attribution.scorer import accuracy, grouped, hits
 from engine.tasks.failure_attribution.traces import Trace, load_traces
 
-BLAME, NEXT = "blame", "next"
+BLAME, NEXT, HALF = "blame", "next", "half"
+HALVES = ("first", "second")
 
 
 class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    protocol: Literal["all_at_once", "step_by_step"] = "all_at_once"
+    protocol: Literal["all_at_once", "step_by_step", "binary_search"] = "all_at_once"
     window: int = Field(10, ge=1, le=500)
     max_step_chars: int = Field(120, ge=20, le=100_000)
     with_ground_truth: bool = False
@@ -62,6 +66,23 @@ def _span(start: int, end: int) -> str:
     return f"step {start}" if end - start == 1 else f"steps {start}-{end - 1}"
 
 
+def _halves(lo: int, hi: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    mid = (lo + hi) // 2
+    return (lo, mid), (mid, hi)
+
+
+def render_range(trace: Trace, lo: int, hi: int, opts: "Options") -> str:
+    """Binary search: the steps of [lo, hi) within one window's worth of characters (coarse while the
+    range is wide), and the two halves to choose from."""
+    chars = max(20, opts.window * opts.max_step_chars // max(1, hi - lo))
+    lines = [render_steps(trace, lo, hi, min(chars, opts.max_step_chars))]
+    if hi - lo > 1:
+        (a, b), (c, d) = _halves(lo, hi)
+        lines.append(f"(the mistake is in {_span(lo, hi)}: half(part=\"first\") narrows to {_span(a, b)}, "
+                     f"half(part=\"second\") to {_span(c, d)})")
+    return "\n".join(lines)
+
+
 def _more(shown: int, total: int, window: int) -> str:
     """What the model is told after a chunk: the steps still hidden, or the end of the trace."""
     if shown >= total:
@@ -75,6 +96,7 @@ class AttributionEnvironment(Environment):
     def __init__(self, trace: Trace, options: Options):
         self.trace, self.opts = trace, options
         self.shown = min(options.window, len(trace.steps))  # the context shows the first chunk
+        self.range = (0, len(trace.steps))  # binary search: the steps still in question
 
     def step(self, calls: list[Call]) -> StepResult:
         lines = []
@@ -84,7 +106,14 @@ class AttributionEnvironment(Environment):
                 agent_ok, step_ok = hits(self.trace.mistake_agent, self.trace.mistake_step, pred)
                 lines.append(f"Blame recorded: {pred['agent']} at step {pred['step']}.")
                 return StepResult("\n".join(lines), 0.5 * agent_ok + 0.5 * step_ok, True, agent_ok and step_ok, pred)
-            if call.name == NEXT:
+            if call.name == HALF:
+                lo, hi = self.range
+                if self.opts.protocol != "binary_search" or hi - lo < 2:
+                    lines.append("There is nothing to narrow: blame a step.")
+                    continue
+                self.range = _halves(lo, hi)[HALVES.index(call.args["part"])]
+                lines.append(render_range(self.trace, *self.range, self.opts))
+            elif call.name == NEXT:
                 total = len(self.trace.steps)
                 if self.opts.protocol != "step_by_step" or self.shown >= total:
                     # no more steps to see: the episode ends without an answer
@@ -103,7 +132,7 @@ class AttributionEnvironment(Environment):
 class FailureAttributionTask(Task):
     name = "failure_attribution"
     option_space = {
-        "protocol": ["all_at_once", "step_by_step"],
+        "protocol": ["all_at_once", "step_by_step", "binary_search"],
         "window": [4, 6, 10, 16],
         "max_step_chars": [80, 120, 200, 400],
         "with_ground_truth": [True, False],
@@ -149,6 +178,9 @@ class FailureAttributionTask(Task):
         if opts.with_ground_truth:
             lines.append(f"Correct answer to the question: {trace.ground_truth or '(not given)'}")
         lines.append(f"The team's log ({total} steps):")
+        if opts.protocol == "binary_search":
+            lines.append(render_range(trace, 0, total, opts))
+            return "\n".join(lines)
         lines.append(render_steps(trace, 0, shown, opts.max_step_chars))
         if opts.protocol == "step_by_step":
             lines.append(_more(shown, total, opts.window))
@@ -162,8 +194,12 @@ class FailureAttributionTask(Task):
     def check_call(self, call: Call, item: Item) -> str | None:
         if call.name == NEXT:
             return f"next takes no arguments, got {sorted(call.args)}" if call.args else None
+        if call.name == HALF:
+            if sorted(call.args) != ["part"] or call.args["part"] not in HALVES:
+                return f"half takes part=\"first\" or part=\"second\", got {call.args}"
+            return None
         if call.name != BLAME:
-            return f"unknown tool {call.name!r}: expected blame(agent, step) or next()"
+            return f"unknown tool {call.name!r}: expected blame(agent, step), next() or half(part)"
         missing = sorted({"agent", "step"} - set(call.args))
         extra = sorted(set(call.args) - {"agent", "step"})
         if missing or extra:
@@ -186,6 +222,14 @@ class FailureAttributionTask(Task):
         opts = parse_options(options)
         if opts.protocol == "all_at_once":
             return [self.gold_calls(item)]
+        if opts.protocol == "binary_search":  # halve toward the mistake until a window's worth is left
+            turns, (lo, hi) = [], (0, item.meta["steps"])
+            while hi - lo > opts.window:
+                first, second = _halves(lo, hi)
+                part = "first" if item.gold["step"] < first[1] else "second"
+                turns.append([Call(HALF, {"part": part})])
+                lo, hi = first if part == "first" else second
+            return turns + [self.gold_calls(item)]
         # next() until the chunk that holds the mistake is shown, then the blame
         return [[Call(NEXT)]] * (item.gold["step"] // opts.window) + [self.gold_calls(item)]
 
