@@ -98,6 +98,10 @@ def compare(kind: str, left: str, right: str) -> dict:
     return view("compare", kind, left, right)
 
 
+def datasets() -> list[dict]:
+    return view("datasets")
+
+
 def ids(kind: str) -> list[dict]:
     return view("ids", kind)
 

@@ -38,7 +38,7 @@ def _evaluate_seeds(archive: Archive, task: str, split: str, limit=None, include
     from engine.evaluate import evaluate
     from engine.models import load_backend
     done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(task, split)}
-    harnesses = [h for h in archive.harnesses() if archive.harness(h["id"])["spec"]["task"] == task]
+    harnesses = archive.harnesses(task)
     tasks = archive.checkpoint_tasks()
     for c in archive.checkpoints():
         if (c["kind"] == "base" and not include_base) or tasks[c["id"]] not in (task, None):
@@ -52,9 +52,8 @@ def _evaluate_seeds(archive: Archive, task: str, split: str, limit=None, include
 
 def _run_config(args):
     from engine.evolve.rounds import load_run_config
-    cfg = load_run_config(args.run_config, task=args.task, mode=args.mode, gate=args.gate, seed=args.seed,
-                          inheritance=args.inheritance, editor=args.editor)
-    return cfg
+    return load_run_config(args.run_config, task=args.task, mode=args.mode, gate=args.gate, seed=args.seed,
+                           inheritance=args.inheritance, editor=args.editor)
 
 
 def _configs(args):

@@ -11,6 +11,7 @@ import yaml
 
 from engine.archive import Archive
 from engine.archive.lineage import checkpoint_dag, harness_dag, layered_positions, neighbourhood
+from engine.sorting import natural_key
 
 METRICS = ("score", "timr")
 
@@ -147,9 +148,8 @@ def matrix(a: Archive, task: str, split: str) -> dict:
     cells = a.matrix(task, split)
     names_h = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM harnesses")}
     names_c = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM checkpoints")}
-    from engine.archive.lineage import _natural
-    rows = sorted({c["harness"] for c in cells}, key=_natural)
-    cols = sorted({c["checkpoint"] for c in cells}, key=_natural)
+    rows = sorted({c["harness"] for c in cells}, key=natural_key)
+    cols = sorted({c["checkpoint"] for c in cells}, key=natural_key)
     return {"task": task, "split": split, "cells": cells,
             "harnesses": [{"id": h, "name": names_h.get(h, h)} for h in rows],
             "checkpoints": [{"id": c, "name": names_c.get(c, c)} for c in cols]}

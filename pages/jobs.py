@@ -36,7 +36,7 @@ with st.form(f"job-form-{kind}"):
                 "split": b.text_input("Split", "dev", key="job-split"),
                 "limit": a.number_input("Items (0 = all)", 0, 100_000, 0, key="job-limit") or None}
     elif kind == "sft":
-        datasets = [d["id"] for d in data.view("datasets")]
+        datasets = [d["id"] for d in data.datasets()]
         a, b, c = st.columns(3)
         args = {"checkpoint": a.selectbox("Start from checkpoint", checkpoints, key="job-sft-ckpt"),
                 "harness": b.selectbox("Under harness", harnesses, key="job-sft-harness"),

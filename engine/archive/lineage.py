@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import networkx as nx
 
+from engine.sorting import natural_key
+
 
 def harness_dag(archive) -> nx.DiGraph:
     g = nx.DiGraph()
@@ -39,7 +41,7 @@ def layered_positions(dag: nx.DiGraph) -> dict[str, tuple[float, float]]:
     (spring or dot layouts take seconds at hundreds of nodes)."""
     layered = nx.DiGraph()
     for depth, generation in enumerate(nx.topological_generations(dag)):
-        for node in sorted(generation, key=_natural):
+        for node in sorted(generation, key=natural_key):
             layered.add_node(node, layer=depth)
     if not layered:
         return {}
@@ -51,9 +53,3 @@ def neighbourhood(dag: nx.DiGraph, node: str, hops: int) -> set[str]:
     """The nodes within `hops` edges of `node`, in either direction."""
     return set(nx.ego_graph(dag.to_undirected(as_view=True), node, radius=hops))
 
-
-def _natural(node_id: str):
-    """h2 before h10."""
-    head = node_id.rstrip("0123456789")
-    tail = node_id[len(head):]
-    return (head, int(tail) if tail else -1, node_id)

@@ -153,9 +153,11 @@ class Archive:
             "SELECT parent FROM harness_parents WHERE child = ? ORDER BY position", (out["id"],))]
         return out
 
-    def harnesses(self) -> list[dict]:
+    def harnesses(self, task: str | None = None) -> list[dict]:
+        """Every harness, or those of one task."""
+        where, params = ("WHERE json_extract(spec, '$.task') = ? ", (task,)) if task else ("", ())
         return self.query("SELECT id, name, interface, creator, rationale, round, created_at FROM harnesses "
-                          "ORDER BY rowid")
+                          f"{where}ORDER BY rowid", params)
 
     # -- data sets --------------------------------------------------------------------------------
     def add_dataset(self, *, path, task: str, source: str, tasks_tried: int, samples: int, kept: int,

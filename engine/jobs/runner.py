@@ -41,6 +41,16 @@ def _writable(archive) -> Iterator[Archive]:
         yield own
 
 
+@contextmanager
+def _readable(archive) -> Iterator[Archive]:
+    """The given Archive, or a read-only connection of our own."""
+    if isinstance(archive, Archive):
+        yield archive
+        return
+    with Archive(archive, readonly=True) as own:
+        yield own
+
+
 def submit(archive_path, kind: str, args: dict | None = None) -> int:
     """Validate the arguments (InputError naming the field, and no job row, if they are bad), record the
     job and start its worker in a new session; returns the job id at once."""
@@ -112,15 +122,18 @@ def cancel(archive_path, job_id: int) -> dict:
 def reap(archive) -> list[int]:
     """Mark as failed the jobs whose worker is gone without reporting (killed, out of memory, a crash at
     start); returns their ids. The dashboard calls this as it lists jobs."""
+    with _readable(archive) as a:  # the usual case, polled every second: nothing to write
+        now = datetime.now(timezone.utc)
+        gone = [(job["id"], "worker exited without reporting") for job in a.jobs("running")
+                if not worker_alive(job["pid"], job["id"])]
+        gone += [(job["id"], "worker never started (see the job's log)") for job in a.jobs("queued")
+                 if (now - datetime.fromisoformat(job["created_at"])).total_seconds() > QUEUED_TIMEOUT_S]
+    if not gone:
+        return []
     reaped = []
     with _writable(archive) as a:
-        now = datetime.now(timezone.utc)
-        for job in a.jobs("running"):
-            if not worker_alive(job["pid"], job["id"]):
-                reaped += _fail(a, job["id"], "worker exited without reporting")
-        for job in a.jobs("queued"):
-            if (now - datetime.fromisoformat(job["created_at"])).total_seconds() > QUEUED_TIMEOUT_S:
-                reaped += _fail(a, job["id"], "worker never started (see the job's log)")
+        for job_id, error in gone:
+            reaped += _fail(a, job_id, error)
     return reaped
 
 

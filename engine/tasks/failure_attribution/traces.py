@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from engine.errors import InputError
+from engine.sorting import natural_key
 
 WHO_AND_WHEN = "who_and_when"
 TRACE_ELEPHANT = "trace_elephant"
@@ -104,7 +105,7 @@ def load_traces(path) -> tuple[list[Trace], list[Rejected]]:
                 continue  # a TraceElephant task's own files
             found.append((f, _rel_id(f.with_suffix(""), root), _subfolder(f, root), WHO_AND_WHEN))
     traces, rejected = [], []
-    for p, tid, sub, source in sorted(found, key=lambda x: _natural(x[1])):
+    for p, tid, sub, source in sorted(found, key=lambda x: natural_key(x[1])):
         try:
             reader = read_whowhen if source == WHO_AND_WHEN else read_trace_elephant
             traces.append(reader(p, tid, sub))
@@ -120,11 +121,6 @@ def _rel_id(p: Path, root: Path) -> str:
 def _subfolder(p: Path, root: Path) -> str:
     parts = p.relative_to(root).parts
     return parts[0] if len(parts) > 1 else root.name
-
-
-def _natural(s: str) -> list:
-    # Algorithm-Generated/2 before Algorithm-Generated/10
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s)]
 
 
 def _read_json(path: Path):
