@@ -1,7 +1,8 @@
-"""Generated tokens per second of the harness runtime against bare batched `model.generate` and
-against `swift infer` (transformers backend), on the same prompts, in one run.
+"""Generated tokens per second of the harness runtime on CTranslate2 (int8 and float32) and on
+transformers, against bare batched `model.generate` and `swift infer`, on the same prompts, in one run;
+with how often each CTranslate2 greedy answer equals the transformers one, and each backend's score and TIMR.
 
-    .venv/bin/python bench/rollout.py [--archive archive.db] [--n 200] [--batch-size 32]
+    .venv/bin/python bench/rollout.py [--archive archive.db] [--checkpoint root-json] [--n 200] [--batch-size 32]
 
 Needs an archive with the embedded default (`coevo init`); builds it when missing.
 """
@@ -24,7 +25,8 @@ from engine.evaluate import task_dir  # noqa: E402
 from engine.harness.runtime import build_messages, run_episodes, summarize  # noqa: E402
 from engine.harness.spec import HarnessSpec  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
-from engine.models import load_backend  # noqa: E402
+from engine.models import BackendSpec, load_backend  # noqa: E402
+from engine.train.sft import config_model_type  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
 
 
@@ -51,8 +53,12 @@ def swift_infer(model_dir: str, conversations: list[list[dict]], max_new_tokens:
         data.write_text("".join(json.dumps({"messages": m}) + "\n" for m in conversations))
         result = Path(d) / "result.jsonl"
         swift_bin = Path(sys.executable).with_name("swift")
-        cmd = [str(swift_bin), "infer", "--model", model_dir, "--model_type", "qwen3", "--template",
-               "qwen3_nothinking", "--use_hf", "true", "--infer_backend", "transformers",
+        template = subprocess.run([sys.executable, "-c", "import sys; from engine.train.sft_worker import "
+                                   "matching_template as m; print(m(sys.argv[1], sys.argv[2]))", model_dir,
+                                   config_model_type(model_dir)], check=True, capture_output=True, text=True,
+                                  cwd=Path(__file__).resolve().parents[1]).stdout.split()[-1]
+        cmd = [str(swift_bin), "infer", "--model", model_dir, "--model_type", config_model_type(model_dir),
+               "--template", template, "--use_hf", "true", "--check_model", "false", "--infer_backend", "transformers",
                "--val_dataset", str(data), "--dataset_shuffle", "false", "--max_new_tokens", str(max_new_tokens),
                "--temperature", "0", "--max_batch_size", str(batch_size), "--result_path", str(result)]
         env = dict(os.environ, MODELSCOPE_CACHE=str(Path(d) / "ms"), TOKENIZERS_PARALLELISM="false")
@@ -66,6 +72,14 @@ def swift_infer(model_dir: str, conversations: list[list[dict]], max_new_tokens:
         return stats, seconds
 
 
+def timed_run(spec, task, backend, items):
+    t0 = time.perf_counter()
+    episodes = run_episodes(spec, task, backend, items)
+    seconds = time.perf_counter() - t0
+    score, _ = task.score(items, [e.prediction for e in episodes])
+    return episodes, summarize(episodes), score, seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--archive", default="archive.db")
@@ -74,6 +88,8 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--fast", nargs="+", default=["int8", "float32"],
+                    help="CTranslate2 compute types to compare with the transformers backend")
     args = ap.parse_args()
 
     archive = Archive(args.archive)
@@ -87,11 +103,19 @@ def main() -> None:
     conversations = [build_messages(spec, task, i) for i in items]
     prompts = [backend.chat_prompt(m) for m in conversations]
     mnt = spec.sampling.max_new_tokens
-    bare_generate(backend, prompts[:args.batch_size], mnt, args.batch_size)  # warm-up
+    bare_generate(backend, prompts[:4], mnt, args.batch_size)  # warm-up
 
-    t0 = time.perf_counter()
-    stats = summarize(run_episodes(spec, task, backend, items))
-    runtime_s = time.perf_counter() - t0
+    fast = {}
+    for compute_type in args.fast:
+        t0 = time.perf_counter()
+        ct2 = load_backend(BackendSpec(name="ctranslate2", compute_type=compute_type), c["path"],
+                           batch_size=args.batch_size)
+        load_s = time.perf_counter() - t0
+        ct2.generate(prompts[:4], max_new_tokens=mnt)  # warm-up
+        fast[compute_type] = (*timed_run(spec, task, ct2, items), load_s)
+        del ct2
+    episodes, stats, score, runtime_s = timed_run(spec, task, backend, items)
+    reference = [e.turns[0].output for e in episodes]
     t0 = time.perf_counter()
     bare_tokens = bare_generate(backend, prompts, mnt, args.batch_size)
     bare_s = time.perf_counter() - t0
@@ -101,15 +125,24 @@ def main() -> None:
     rt = stats["tokens"] / runtime_s
     bare = bare_tokens / bare_s
     sw = swift_tokens / swift_s
-    print(f"{len(items)} episodes of {args.harness} x {args.checkpoint}, batch {args.batch_size}, "
+    print(f"{len(items)} episodes of {args.harness} x {args.checkpoint} ({c['path']}), batch {args.batch_size}, "
           f"torch threads {backend.torch.get_num_threads()}")
-    print(f"  harness runtime      {stats['tokens']:>7} tokens {runtime_s:7.2f}s {rt:9.1f} tok/s  (TIMR {stats['timr']:.1%})")
-    print(f"  bare model.generate  {bare_tokens:>7} tokens {bare_s:7.2f}s {bare:9.1f} tok/s")
-    print(f"  swift infer (pt)     {swift_tokens:>7} tokens {swift_s:7.2f}s {sw:9.1f} tok/s  "
-          f"(its own generation time; the whole command took {swift_cmd_s:.1f}s)")
-    print(f"ratio runtime / bare generate: {rt / bare:.2f}   (goal >= 0.8)")
-    print(f"ratio runtime / swift infer:   {rt / sw:.2f}   (goal >= 1.5; swift's generation time, same batch size)")
-    print(f"ratio runtime / swift infer:   {rt / (swift_tokens / swift_cmd_s):.2f}   (the whole `swift infer` command)")
+    print(f"  {'':<28}{'tokens':>7}{'seconds':>9}{'tok/s':>9}{'x transformers':>16}{'same greedy':>13}{'score':>7}{'TIMR':>7}")
+    for compute_type, (eps, st, sc, sec, load_s) in fast.items():
+        same = sum(e.turns[0].output == r for e, r in zip(eps, reference))
+        tps = st["tokens"] / sec
+        print(f"  {'ctranslate2 ' + compute_type:<28}{st['tokens']:>7}{sec:>9.2f}{tps:>9.1f}{tps / rt:>16.2f}"
+              f"{f'{same}/{len(items)}':>13}{sc:>7.3f}{st['timr']:>7.1%}   (load + convert {load_s:.1f}s)")
+    print(f"  {'transformers (harness)':<28}{stats['tokens']:>7}{runtime_s:>9.2f}{rt:>9.1f}{1:>16.2f}{'-':>13}"
+          f"{score:>7.3f}{stats['timr']:>7.1%}")
+    print(f"  {'bare model.generate':<28}{bare_tokens:>7}{bare_s:>9.2f}{bare:>9.1f}{bare / rt:>16.2f}")
+    print(f"  {'swift infer (pt)':<28}{swift_tokens:>7}{swift_s:>9.2f}{sw:>9.1f}{sw / rt:>16.2f}"
+          f"   (its own generation time; the whole command took {swift_cmd_s:.1f}s)")
+    print(f"ratio transformers runtime / bare generate: {rt / bare:.2f}   (goal >= 0.8)")
+    if fast:
+        best = max(fast, key=lambda k: fast[k][1]["tokens"] / fast[k][3])
+        print(f"ratio fastest ({best}) / transformers backend: "
+              f"{fast[best][1]['tokens'] / fast[best][3] / rt:.2f}   (goal >= 4)")
 
 
 if __name__ == "__main__":

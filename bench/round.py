@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import engine.evolve.rounds as rounds  # noqa: E402
 import engine.train.merge as merge  # noqa: E402
 from engine.archive import Archive  # noqa: E402
-from engine.cli import _evaluate_seeds  # noqa: E402
+from engine.evaluate import evaluate_seed_matrix  # noqa: E402
 from engine.evolve.ablate import copy_archive  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
 from engine.models.transformers_backend import TransformersBackend  # noqa: E402
@@ -44,7 +44,7 @@ def main() -> None:
     args = ap.parse_args()
     with Archive(args.archive) as src:
         init(src, load_init_config())
-        _evaluate_seeds(src, "smart_home", "dev")
+        evaluate_seed_matrix(src, "smart_home", "dev")
         work = Path(tempfile.mkdtemp(prefix="round-bench-"))
         archive = copy_archive(src, work / "archive.db")
     TransformersBackend.generate = timed("generation (transformers)", TransformersBackend.generate)

@@ -10,6 +10,8 @@ import time
 from engine.archive import DEFAULT_PATH, Archive
 from engine.errors import CoevoError, InputError
 
+BRAIN_NAMES = ["smollm2-135m"]  # engine.models.gguf.BRAINS; listed here so --help loads no model code
+
 
 def _archive(args, readonly: bool = False) -> Archive:
     return Archive(args.archive, readonly=readonly)
@@ -18,8 +20,17 @@ def _archive(args, readonly: bool = False) -> Archive:
 def cmd_init(args) -> None:
     from engine.init import init, load_init_config
     with _archive(args) as archive:
-        init(archive, load_init_config(args.config, args.task), base_model=args.base_model)
+        init(archive, load_init_config(args.config, args.task, args.brain), base_model=args.base_model)
         print(f"archive {archive.path}: {len(archive.harnesses())} harnesses, {len(archive.checkpoints())} checkpoints")
+
+
+def cmd_model_import(args) -> None:
+    from engine.models.gguf import import_gguf, provenance
+    out = import_gguf(args.source, args.out)
+    prov = provenance(out)
+    print(f"{prov.get('brain') or prov['gguf']}: {prov.get('package', 'file')} {prov.get('version', '')} "
+          f"sha256 {prov['sha256'][:16]}")
+    print(out)
 
 
 def cmd_eval(args) -> None:
@@ -32,34 +43,16 @@ def cmd_eval(args) -> None:
               f"{r['tokens']} tokens in {r['seconds']:.1f}s")
 
 
-def _evaluate_seeds(archive: Archive, task: str, split: str, limit=None, include_base=False) -> None:
-    """Every harness of the task under every checkpoint of its lineage that has no evaluation yet
-    (the starting matrix)."""
-    from engine.evaluate import evaluate
-    from engine.models import load_backend
-    done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(task, split)}
-    harnesses = archive.harnesses(task)
-    tasks = archive.checkpoint_tasks()
-    for c in archive.checkpoints():
-        if (c["kind"] == "base" and not include_base) or tasks[c["id"]] not in (task, None):
-            continue
-        todo = [h for h in harnesses if (h["id"], c["id"]) not in done]
-        backend = load_backend("transformers", c["path"]) if todo else None
-        for h in todo:
-            r = evaluate(archive, h["id"], c["id"], task, split, limit=limit, backend=backend)
-            print(f"  {h['name']:<24} x {c['name']:<12} score {r['score']:.3f}  TIMR {r['timr']:6.1%}", flush=True)
-
-
 def _run_config(args):
     from engine.evolve.rounds import load_run_config
-    return load_run_config(args.run_config, task=args.task, mode=args.mode, gate=args.gate, seed=args.seed,
-                           inheritance=args.inheritance, editor=args.editor)
+    return load_run_config(args.run_config, task=args.task, brain=args.brain, mode=args.mode, gate=args.gate,
+                           seed=args.seed, inheritance=args.inheritance, editor=args.editor)
 
 
 def _configs(args):
     """The init and round configs of one task; they must agree on it."""
     from engine.init import load_init_config
-    config = load_init_config(args.config, args.task)
+    config = load_init_config(args.config, args.task, args.brain)
     cfg = _run_config(args)
     if cfg.task != config.task:
         raise CoevoError(f"the init config is for task {config.task!r} but the round config for {cfg.task!r}: "
@@ -70,13 +63,15 @@ def _configs(args):
 def cmd_run(args) -> None:
     """The main job: build the embedded default (once), evaluate the seed harnesses under the roots,
     then run rounds of co-evolution; resumes where a killed run stopped."""
+    from engine.evaluate import evaluate_seed_matrix
     from engine.evolve.rounds import RoundRunner, Waiting
     from engine.init import init
     t0 = time.time()
     config, cfg = _configs(args)
     with _archive(args) as archive:
         init(archive, config, base_model=args.base_model)
-        _evaluate_seeds(archive, config.task, cfg.split, include_base=bool(args.base_model))
+        evaluate_seed_matrix(archive, config.task, cfg.split, include_base=bool(args.base_model),
+                             backend_spec=cfg.backend, log=print)
         print_matrix(archive, config.task, cfg.split)
         if args.rounds:
             runner = RoundRunner(archive, cfg, log=lambda m: print(m, flush=True))
@@ -107,12 +102,13 @@ def cmd_override(args) -> None:
 
 
 def cmd_ablate(args) -> None:
+    from engine.evaluate import evaluate_seed_matrix
     from engine.evolve.ablate import ablate, format_table
     from engine.init import init
     config, cfg = _configs(args)
     with _archive(args) as archive:
         init(archive, config)
-        _evaluate_seeds(archive, config.task, cfg.split)
+        evaluate_seed_matrix(archive, config.task, cfg.split, backend_spec=cfg.backend, log=print)
         table = ablate(archive, cfg, args.rounds, log=lambda m: print(m, flush=True))
     print("\n" + format_table(table))
 
@@ -293,7 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     sp = command("init", cmd_init, "build the default model and archive, or register a local model")
-    sp.add_argument("--base-model", help="a local Hugging Face causal-LM directory to register instead")
+    sp.add_argument("--base-model", help="a local Hugging Face causal-LM directory or .gguf file to register instead")
+    sp.add_argument("--brain", choices=BRAIN_NAMES, help="a pretrained brain from a registry package, with its "
+                                                          "preset assets/init/<task>-<brain>.yaml")
     sp.add_argument("--config", help="init config YAML (default assets/init/<task>.yaml)")
     sp.add_argument("--task", help="smart_home (default), failure_attribution or rbac_sql")
 
@@ -302,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "default configs assets/init/<task>.yaml and assets/run/<task>.yaml")
         sp.add_argument("--config", help="init config YAML (default assets/init/<task>.yaml)")
         sp.add_argument("--run-config", help="round config YAML (default assets/run/<task>.yaml)")
+        sp.add_argument("--brain", choices=BRAIN_NAMES, help="a pretrained brain and its presets "
+                                                              "assets/{init,run}/<task>-<brain>.yaml")
         sp.add_argument("--rounds", type=int, default=3)
         sp.add_argument("--seed", type=int)
         sp.add_argument("--mode", choices=["coevo", "harness-only", "model-only", "no-inheritance"])
@@ -323,6 +323,15 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--choice", required=True, help="another candidate")
         sp.add_argument("--by", default=os.environ.get("USER", "person"), help="who decides (for the audit trail)")
         sp.add_argument("--comment")
+
+    sp = sub.add_parser("model", help="pretrained models", description="Pretrained models.")
+    models = sp.add_subparsers(dest="model_command", required=True)
+    sp = models.add_parser("import", help="write a Hugging Face model directory from a brain or a .gguf file "
+                                          "and print its path", description="Write a Hugging Face model directory "
+                                          "from a brain or a .gguf file; the last line printed is its path.")
+    sp.add_argument("source", help=f"a brain ({', '.join(BRAIN_NAMES)}) or a .gguf file")
+    sp.add_argument("--out", required=True, help="the model directory to write")
+    sp.set_defaults(fn=cmd_model_import)
 
     sp = command("eval", cmd_eval, "evaluate a (harness, checkpoint) pair on a task split")
     sp.add_argument("--harness", required=True, help="harness id or name")

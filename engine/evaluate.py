@@ -7,7 +7,7 @@ from typing import Callable
 from engine.archive import Archive
 from engine.harness.runtime import episode_rows, run_episodes, summarize, timed
 from engine.harness.spec import HarnessSpec
-from engine.models import load_backend
+from engine.models import BackendSpec, load_backend
 from engine.tasks import get_task
 
 
@@ -24,23 +24,43 @@ def evaluate(archive: Archive, harness: str, checkpoint: str, task: str = "smart
     return record
 
 
+def evaluate_seed_matrix(archive: Archive, task: str, split: str, *, limit=None, include_base=False,
+                         backend_spec: BackendSpec | None = None, log: Callable[[str], None] = lambda m: None) -> None:
+    """Every harness of the task under every checkpoint of its lineage that has no evaluation yet
+    (the starting matrix); each checkpoint is loaded once."""
+    done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(task, split)}
+    harnesses = archive.harnesses(task)
+    tasks = archive.checkpoint_tasks()
+    for c in archive.checkpoints():
+        if (c["kind"] == "base" and not include_base) or tasks[c["id"]] not in (task, None):
+            continue
+        todo = [h for h in harnesses if (h["id"], c["id"]) not in done]
+        backend = load_backend(backend_spec or BackendSpec(), c["path"]) if todo else None
+        for h in todo:
+            r = evaluate(archive, h["id"], c["id"], task, split, limit=limit, backend=backend, backend_spec=backend_spec)
+            log(f"  {h['name']:<24} x {c['name']:<12} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
+
+
 def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = "smart_home", split: str = "dev", *,
-                   data_dir=None, limit: int | None = None, backend=None, backend_name: str = "transformers",
-                   round: int | None = None, progress: Callable[[int, int], None] | None = None
-                   ) -> tuple[dict, list[dict], list[dict]]:
-    """The evaluation record with its episode and turn rows, not yet stored."""
+                   data_dir=None, limit: int | None = None, backend=None, backend_spec: BackendSpec | None = None,
+                   round: int | None = None, progress: Callable[[int, int], None] | None = None,
+                   items=None) -> tuple[dict, list[dict], list[dict]]:
+    """The evaluation record with its episode and turn rows, not yet stored. `items` (already loaded from
+    `split`, say a stratified subset) replaces loading the split."""
     h = archive.harness(harness)
     c = archive.checkpoint(checkpoint)
     spec = HarnessSpec.from_dict(h["spec"], source=f"harness {h['id']}")
     t = get_task(task, data_dir or task_dir(archive, task))
-    items = t.load(split, limit)
-    backend = backend or load_backend(backend_name, c["path"])
+    items = items if items is not None else t.load(split, limit)
+    backend_spec = backend_spec or BackendSpec(name=getattr(backend, "name", "transformers"),
+                                               compute_type=getattr(backend, "compute_type", None))
+    backend = backend or load_backend(backend_spec, c["path"])
     episodes, seconds = timed(run_episodes, spec, t, backend, items, progress=progress)
     score, metrics = t.score(items, [e.prediction for e in episodes])
     stats = summarize(episodes)
     ep_rows, turn_rows = episode_rows(episodes)
     record = dict(harness_id=h["id"], checkpoint_id=c["id"], task=task, split=split, score=score, metrics=metrics,
-                  seconds=seconds, round=round, config={"limit": limit, "backend": backend_name,
+                  seconds=seconds, round=round, config={"limit": limit, "backend": backend_spec.label(),
                                                         "data_dir": str(data_dir) if data_dir else None},
                   **stats)
     return record, ep_rows, turn_rows

@@ -1,6 +1,8 @@
-"""`coevo init`: the task data, the seed harnesses, and the brain: either a local Hugging Face model
-directory, or the embedded default built offline (tokenizer, random-init tiny Qwen3, root checkpoints
-fine-tuned with ms-swift under different interfaces). Every step is skipped when already done."""
+"""`coevo init`: the task data, the seed harnesses, and the brain: the embedded default built offline
+(tokenizer, random-init tiny Qwen3) or a pretrained brain shipped in a registry package (GGUF, imported
+once), each given root checkpoints fine-tuned with ms-swift on gold conversations under different
+interfaces; or a local model (a Hugging Face directory or a .gguf file) registered as it is.
+Every step is skipped when already done."""
 from __future__ import annotations
 
 import os
@@ -13,9 +15,11 @@ from pydantic import BaseModel
 from engine import ASSETS
 from engine.archive import Archive
 from engine.config import load_yaml
+from engine.errors import InputError
 from engine.evaluate import task_dir
 from engine.harness.spec import HarnessSpec
 from engine.jsonl import write_jsonl
+from engine.models.gguf import BRAINS, import_gguf, provenance
 from engine.models.tiny import TinyModelConfig, build_model, generic_corpus, train_tokenizer
 from engine.tasks import get_task
 from engine.train.data import gold_conversations
@@ -28,7 +32,9 @@ class RootSpec(BaseModel):
 
 class InitConfig(BaseModel):
     task: str = "smart_home"
-    base_name: str = "tiny-base"  # the embedded base model's checkpoint name (one per task's vocabulary)
+    brain: str | None = None      # a registered pretrained brain (smollm2-135m); None: the tiny model
+    base_name: str = "tiny-base"  # the base checkpoint's name (the tiny model: one per task's vocabulary)
+    root_items: int | None = None  # gold conversations each root is fine-tuned on (None: the train split)
     seed: int = 0
     sizes: dict[str, int] = {"train": 1000, "dev": 60, "test": 200}
     harnesses: list[str] = ["smart_home_json", "smart_home_xml", "smart_home_tool_call"]
@@ -38,9 +44,37 @@ class InitConfig(BaseModel):
     profile: str = "cpu"
 
 
-def load_init_config(path=None, task: str | None = None) -> InitConfig:
-    """A config file, or the task's default (assets/init/<task>.yaml, smart_home when none is named)."""
-    return load_yaml(InitConfig, path or ASSETS / "init" / f"{task or 'smart_home'}.yaml")
+def load_init_config(path=None, task: str | None = None, brain: str | None = None) -> InitConfig:
+    """A config file, or the task's default: assets/init/<task>.yaml, or with a brain its preset
+    assets/init/<task>-<brain>.yaml (smart_home when no task is named)."""
+    if path is None and brain is not None:
+        BRAINS.get(brain)
+        path = ASSETS / "init" / f"{task or 'smart_home'}-{brain}.yaml"
+        if not path.exists():
+            raise InputError(f"no preset for brain {brain!r} on task {task or 'smart_home'!r}", path=path)
+    config = load_yaml(InitConfig, path or ASSETS / "init" / f"{task or 'smart_home'}.yaml")
+    if brain is not None and config.brain != brain:
+        raise InputError(f"the config is for brain {config.brain!r}, not {brain!r}", path=path, field="brain")
+    return config
+
+
+def register_base_model(archive: Archive, source, existing: dict, log) -> str:
+    """A local Hugging Face directory, or a .gguf file imported beside the archive's checkpoints."""
+    path = Path(source).resolve()
+    if path.suffix == ".gguf":
+        name = path.stem
+        if name not in existing:
+            log(f"importing {path.name}")
+            out = import_gguf(str(path), archive.files_dir / "checkpoints" / name)
+            existing[name] = archive.add_checkpoint(name=name, path=out, kind="base",
+                                                    recipe={"source": str(path), **provenance(out)})
+        return name
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path}: not a Hugging Face model directory (no config.json)")
+    name = path.name
+    if name not in existing:
+        existing[name] = archive.add_checkpoint(name=name, path=path, kind="base", recipe={"source": str(path)})
+    return name
 
 
 def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable[[str], None] = print) -> dict:
@@ -57,17 +91,17 @@ def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable
 
     existing = {c["name"]: c["id"] for c in archive.checkpoints()}
     if base_model is not None:
-        path = Path(base_model).resolve()
-        if not (path / "config.json").exists():
-            raise FileNotFoundError(f"{path}: not a Hugging Face model directory (no config.json)")
-        name = path.name
-        if name not in existing:
-            existing[name] = archive.add_checkpoint(name=name, path=path, kind="base", recipe={"source": str(path)})
-            log(f"registered base model {name} as {existing[name]}")
+        name = register_base_model(archive, base_model, existing, log)
+        log(f"base model {name}: {existing[name]}")
         return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}
 
     ckpt_dir = archive.files_dir / "checkpoints"
-    if config.base_name not in existing:
+    if config.brain is not None and config.base_name not in existing:
+        log(f"importing brain {config.brain}")
+        out = import_gguf(config.brain, ckpt_dir / config.base_name)
+        existing[config.base_name] = archive.add_checkpoint(name=config.base_name, path=out, kind="base",
+                                                            recipe=provenance(out))
+    elif config.base_name not in existing:
         log("training the tokenizer and building the tiny base model")
         texts = generic_corpus()
         train = task.load("train")
@@ -89,7 +123,7 @@ def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable
     for root in pending:  # start every root's SFT at once: one worker process each
         harness_id, spec = specs[root.harness]
         path = archive.files_dir / "data" / f"{root.name}-gold.jsonl"
-        rows = gold_conversations(spec, task, task.load("train"))
+        rows = gold_conversations(spec, task, task.load("train")[:config.root_items])
         write_jsonl(path, rows)
         dataset = archive.find_dataset(path) or archive.add_dataset(
             path=path, task=config.task, source="gold", harness_id=harness_id, tasks_tried=len(rows),

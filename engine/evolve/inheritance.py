@@ -8,7 +8,7 @@ from engine.archive import Archive
 from engine.archive.lineage import lowest_common_ancestor
 from engine.harness.runtime import run_episodes, summarize
 from engine.harness.spec import HarnessSpec
-from engine.models import load_backend
+from engine.models import BackendSpec, load_backend
 from engine.registry import Registry
 from engine.tasks.base import Item, Task
 
@@ -25,6 +25,7 @@ class InheritContext:
     stage1: int = 8        # cheap probe: this many items for every candidate
     contenders: int = 2    # the best this many get the full probe set
     backend_cache: dict = field(default_factory=dict)
+    backend: BackendSpec = field(default_factory=BackendSpec)
 
 
 @dataclass
@@ -48,7 +49,7 @@ def candidates(archive: Archive, task: str) -> list[str]:
 
 def probe(ctx: InheritContext, cid: str, items: list[Item]) -> dict:
     c = ctx.archive.checkpoint(cid)
-    backend = ctx.backend_cache.get(cid) or load_backend("transformers", c["path"])
+    backend = ctx.backend_cache.get(cid) or load_backend(ctx.backend, c["path"])
     ctx.backend_cache[cid] = backend
     episodes = run_episodes(ctx.spec, ctx.task, backend, items)
     score, _ = ctx.task.score(items, [e.prediction for e in episodes])

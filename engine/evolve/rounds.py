@@ -24,7 +24,7 @@ from engine.evolve.editors.llm import EditorError, LlmConfig
 from engine.evolve.inheritance import POLICIES, InheritContext
 from engine.evolve.sampling import rejection_sample
 from engine.harness.spec import HarnessSpec
-from engine.models import load_backend
+from engine.models import BackendSpec, load_backend
 from engine.tasks import get_task
 from engine.train.sft import SftJob, load_profile, run_sft
 
@@ -60,6 +60,7 @@ class RunConfig(BaseModel):
     probe: ProbeConfig = ProbeConfig()
     eval_limit: int | None = None
     profile: str = "cpu"
+    backend: BackendSpec = BackendSpec()  # the engine every probe, sample and evaluation of the run uses
     llm: LlmConfig = LlmConfig()
 
 
@@ -71,9 +72,11 @@ MODES = {  # what each mode lets move: the harness (edit), the model (train), an
 }
 
 
-def load_run_config(path=None, task: str | None = None, **overrides) -> RunConfig:
-    """A config file, or the task's default (assets/run/<task>.yaml, smart_home when none is named)."""
-    cfg = load_yaml(RunConfig, path or ASSETS / "run" / f"{task or 'smart_home'}.yaml")
+def load_run_config(path=None, task: str | None = None, brain: str | None = None, **overrides) -> RunConfig:
+    """A config file, or the task's default: assets/run/<task>.yaml, or with a brain its preset
+    assets/run/<task>-<brain>.yaml (smart_home when no task is named)."""
+    default = ASSETS / "run" / (f"{task or 'smart_home'}-{brain}.yaml" if brain else f"{task or 'smart_home'}.yaml")
+    cfg = load_yaml(RunConfig, path or default)
     cfg = cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     if cfg.mode not in MODES:
         raise CoevoError(f"unknown mode {cfg.mode!r} (known: {', '.join(MODES)})")
@@ -196,7 +199,7 @@ class RoundRunner:
             ctx = InheritContext(self.archive, spec, self.task, self.task.load(self.cfg.split)[:self.cfg.probe.items],
                                  latest=self._latest(rid), start=self.start_checkpoint, round=rid,
                                  stage1=self.cfg.probe.stage1, contenders=self.cfg.probe.contenders,
-                                 backend_cache=self.backends)
+                                 backend_cache=self.backends, backend=self.cfg.backend)
             policy = self.mode["inherit"] or self.cfg.inheritance
             p = POLICIES.get(policy)(ctx)
             decision = self._decide(rid, "inherit", "inheritance", p.candidates, {"policy": policy, **p.evidence},
@@ -211,7 +214,7 @@ class RoundRunner:
         train = self.task.load("train")
         items = random.Random(f"{self.cfg.seed}-{rid}-sample").sample(train, min(self.cfg.sample.tasks, len(train)))
         path = self.archive.files_dir / "data" / f"round{rid}-{hid}-{cid}.jsonl"
-        backend = self.backends.get(cid) or load_backend("transformers", self.archive.checkpoint(cid)["path"])
+        backend = self.backends.get(cid) or load_backend(self.cfg.backend, self.archive.checkpoint(cid)["path"])
         self.backends.clear()  # the probed models are no longer needed
         backend.seed = self.cfg.seed + rid
         counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
@@ -221,7 +224,8 @@ class RoundRunner:
             did = self.archive.add_dataset(path=path, task=self.cfg.task, source="rejection", harness_id=hid,
                                            checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
                                                                     "temperature": self.cfg.sample.temperature,
-                                                                    "max_share": self.cfg.sample.max_share},
+                                                                    "max_share": self.cfg.sample.max_share,
+                                                                    "backend": self.cfg.backend.label()},
                                            **counts)
             return self._finish(rid, "sample", {"dataset": did, **counts})
 
@@ -244,7 +248,7 @@ class RoundRunner:
     def _evaluate(self, rid, results) -> dict:
         hid, cid = results["edit"]["harness"], results["sft"]["checkpoint"]
         record, eps, turns = run_evaluation(self.archive, hid, cid, self.cfg.task, self.cfg.split,
-                                            limit=self.cfg.eval_limit, round=rid)
+                                            limit=self.cfg.eval_limit, round=rid, backend_spec=self.cfg.backend)
         with self.archive.transaction():
             eid = self.archive.add_evaluation(record, eps, turns)
             return self._finish(rid, "evaluate", {"evaluation": eid, "harness": hid, "checkpoint": cid,

@@ -1,35 +1,22 @@
 """Generation through Hugging Face transformers (CPU or GPU): left-padded batches, one generate per batch."""
 from __future__ import annotations
 
-from pathlib import Path
+from engine.models.generation import ChatBackend
 
 
-class TransformersBackend:
+class TransformersBackend(ChatBackend):
     name = "transformers"
 
     def __init__(self, model_dir, *, batch_size: int = 32, device: str | None = None, seed: int = 0):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        from transformers import AutoModelForCausalLM
 
-        hf_logging.disable_progress_bar()  # the CLI prints its own progress
-
+        super().__init__(model_dir, seed=seed)
         self.torch = torch
-        self.model_dir = Path(model_dir)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        gen_eos = self.model.generation_config.eos_token_id
-        eos = gen_eos if isinstance(gen_eos, list) else [gen_eos]
-        self.stop_ids = {i for i in eos + [self.tokenizer.eos_token_id] if i is not None}
         self.batch_size = batch_size
-        self.seed = seed
-
-    def chat_prompt(self, messages: list[dict]) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
                  max_new_tokens: int = 160) -> list[tuple[str, int]]:
@@ -51,9 +38,3 @@ class TransformersBackend:
             for i, ids in zip(idx, new):
                 results[i] = self._cut(ids)
         return results
-
-    def _cut(self, ids: list[int]) -> tuple[str, int]:
-        for n, t in enumerate(ids):
-            if t in self.stop_ids:
-                return self.tokenizer.decode(ids[:n], skip_special_tokens=False), n + 1
-        return self.tokenizer.decode(ids, skip_special_tokens=False), len(ids)

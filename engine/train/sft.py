@@ -36,6 +36,10 @@ class TrainProfile(BaseModel):
     deepspeed: str | None = None
     nproc_per_node: int | None = None
     threads: int | None = None  # OMP threads per worker on the CPU
+    bf16_autocast: bool = False  # fp32 weights, bf16 matmuls (AVX-512-BF16 CPUs, any recent GPU)
+    use_cpu: bool = False        # train on the CPU even where an accelerator is visible (bf16 on a CPU needs it)
+    freeze_parameters_ratio: float = 0.0  # freeze this share of the parameters, from the bottom layers up
+    group_by_length: bool = False  # batches of similar lengths: less padding
 
 
 def load_profile(name_or_path: str) -> TrainProfile:
@@ -51,8 +55,8 @@ class SftJob(BaseModel):
     output_dir: str
     profile: TrainProfile
     seed: int = 0
-    model_type: str = "qwen3"
-    template: str = "qwen3_nothinking"
+    model_type: str | None = None  # ms-swift's model type; None: the checkpoint config's `model_type`
+    template: str | None = None    # ms-swift's template; None: the one that encodes like the tokenizer's own
 
 
 def work_dir(job: SftJob) -> Path:
@@ -63,9 +67,10 @@ def work_dir(job: SftJob) -> Path:
 def swift_arguments(job: SftJob) -> dict:
     """The keyword arguments of ms-swift's SftArguments for this job."""
     p = job.profile
-    bf16 = p.torch_dtype == "bfloat16"
+    bf16 = p.torch_dtype == "bfloat16" or p.bf16_autocast
     kw = dict(
-        model=job.model_dir, model_type=job.model_type, template=job.template, use_hf=True, check_model=False,
+        model=job.model_dir, model_type=job.model_type or config_model_type(job.model_dir), template=job.template,
+        use_hf=True, check_model=False,
         dataset=[job.dataset], split_dataset_ratio=0.0, tuner_type=p.tuner_type, torch_dtype=p.torch_dtype,
         bf16=bf16, fp16=False, learning_rate=p.learning_rate,
         per_device_train_batch_size=p.per_device_train_batch_size,
@@ -75,11 +80,25 @@ def swift_arguments(job: SftJob) -> dict:
         save_only_model=True, save_strategy="epoch", save_total_limit=1, report_to=["none"],
         dataloader_num_workers=0, dataset_num_proc=1, logging_steps=10, seed=job.seed, data_seed=job.seed,
         eval_strategy="no")
+    if p.freeze_parameters_ratio:
+        kw["freeze_parameters_ratio"] = p.freeze_parameters_ratio
+    if p.group_by_length:
+        kw["group_by_length"] = True
+    if p.use_cpu:
+        kw["use_cpu"] = True
     if p.optim:
         kw["optim"] = p.optim
     if p.deepspeed:
         kw["deepspeed"] = p.deepspeed
     return kw
+
+
+def config_model_type(model_dir) -> str:
+    path = Path(model_dir) / "config.json"
+    try:
+        return json.loads(path.read_text())["model_type"]
+    except (OSError, ValueError, KeyError):
+        raise CoevoError(f"{path}: no model_type; set the SFT job's model_type") from None
 
 
 def launch_command(job_file: Path, profile: TrainProfile) -> tuple[list[str], dict]:

@@ -1,0 +1,170 @@
+"""Does co-evolution improve a pretrained brain? Runs a brain's preset (init, seed matrix, rounds) and
+prints per round the pair, dev score, TIMR, kept successes, SFT examples and each step's wall time; then
+the held-out result on the benchmark's official rows (never used for training, sampling or probing) for
+the best seed pair and the best co-evolved pair, per category and overall.
+
+    .venv/bin/python bench/rsi.py [--brain smollm2-135m] [--task smart_home] [--rounds 3]
+                                  [--archive DIR/archive.db] [--heldout-limit N] [--json]
+
+A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
+heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from itertools import zip_longest
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.archive import Archive  # noqa: E402
+from engine.evaluate import evaluate, evaluate_seed_matrix  # noqa: E402
+from engine.evolve.rounds import RoundRunner, load_run_config  # noqa: E402
+from engine.init import init, load_init_config  # noqa: E402
+from engine.tasks import get_task  # noqa: E402
+
+SHARED = REPO.parent / "shared" / "data"
+HELDOUT = {  # task -> (data folder, split): the official rows
+    "smart_home": (SHARED / "homebench", SHARED / "homebench" / "dev_sample_160.jsonl"),
+    "rbac_sql": (SHARED / "rbac_text2sql", SHARED / "rbac_text2sql" / "department_store_144.jsonl"),
+    "failure_attribution": (SHARED / "who_and_when", SHARED / "who_and_when" / "Algorithm-Generated"),
+}
+
+
+def stratified(items, limit: int | None):
+    """The first `limit` items taking categories in turn, so a subset keeps every category."""
+    if not limit or limit >= len(items):
+        return items
+    by_cat = defaultdict(list)
+    for it in items:
+        by_cat[it.category].append(it)
+    mixed = [it for group in zip_longest(*by_cat.values()) for it in group if it is not None]
+    return mixed[:limit]
+
+
+def best(rows: list[dict]) -> dict:
+    return max(rows, key=lambda e: (e["score"], -e["timr"], e["id"]))
+
+
+def merged_roots(archive, config, cfg, log) -> list[dict]:
+    """A TIES merge of the roots over their common ancestor (the base), under every seed harness."""
+    from engine.train.merge import merge_checkpoints
+    roots = [archive.checkpoint(r.name)["id"] for r in config.roots]
+    base = archive.checkpoint(config.base_name)["id"]
+    name = "merge-" + "-".join(r.name for r in config.roots)
+    found = archive.find_checkpoint(name)
+    merged = found or merge_checkpoints(archive, roots, base, name)
+    evaluate_seed_matrix(archive, cfg.task, cfg.split, backend_spec=cfg.backend, log=log)
+    names = {h["id"]: h["name"] for h in archive.harnesses()}
+    return [dict(harness=names[e["harness"]], checkpoint=e["checkpoint"], score=e["score"], timr=e["timr"])
+            for e in archive.evaluations() if e["checkpoint"] in roots + [merged] and e["split"] == cfg.split
+            and e["round"] is None]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--brain", default="smollm2-135m")
+    ap.add_argument("--task", default="smart_home")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--archive", help="archive path (default: a fresh temporary folder)")
+    ap.add_argument("--heldout-limit", type=int, help="a stratified subset of the official rows (default: all)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    path = Path(args.archive) if args.archive else Path(tempfile.mkdtemp(prefix="coevo-rsi-")) / "archive.db"
+    config = load_init_config(task=args.task, brain=args.brain)
+    cfg = load_run_config(task=args.task, brain=args.brain)
+    t0 = time.perf_counter()
+    step_times: dict[tuple[int, str], float] = {}
+    mark = [time.perf_counter()]
+
+    def on_step(rid, step):
+        now = time.perf_counter()
+        step_times.setdefault((rid, step), now - mark[0])
+        mark[0] = now
+
+    with Archive(path) as archive:
+        log = lambda m: print(m, flush=True)  # noqa: E731
+        init(archive, config, log=log)
+        t_init = time.perf_counter() - t0
+        evaluate_seed_matrix(archive, config.task, cfg.split, backend_spec=cfg.backend, log=log)
+        t_seeds = time.perf_counter() - t0 - t_init
+        mark[0] = time.perf_counter()
+        RoundRunner(archive, cfg, log=log, on_step=on_step).run(args.rounds)
+        t_rounds = time.perf_counter() - t0 - t_init - t_seeds
+
+        dev = [e for e in archive.evaluations() if e["task"] == cfg.task and e["split"] == cfg.split]
+        seeds = [e for e in dev if e["round"] is None]
+        rounds = []
+        for r in archive.rounds():
+            if r["state"] != "done":
+                continue
+            ev, sample, sft = (archive.step_result(r["id"], s) for s in ("evaluate", "sample", "sft"))
+            rounds.append(dict(round=r["id"], harness=ev["harness"], checkpoint=ev["checkpoint"], score=ev["score"],
+                               timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] if sft["trained"] else 0,
+                               evaluation=ev["evaluation"],
+                               steps={s: round(step_times.get((r["id"], s), float("nan")), 1)
+                                      for s in ("curate", "edit", "inherit", "sample", "sft", "evaluate")}))
+        seed_best = best(seeds)
+        coevo_best = best([e for e in dev if e["id"] in {r["evaluation"] for r in rounds}]) if rounds else seed_best
+
+        merge_rows = merged_roots(archive, config, cfg, log) if len(config.roots) >= 2 else []
+
+        data_dir, split = HELDOUT[cfg.task]
+        task = get_task(cfg.task, data_dir)
+        items = stratified(task.load(str(split)), args.heldout_limit)
+        split_name = f"heldout:{split.name}" + (f"[{len(items)}]" if args.heldout_limit else "")
+        heldout = {}
+        for label, e in (("seed", seed_best), ("coevo", coevo_best)):
+            done = [h for h in archive.evaluations() if h["split"] == split_name and h["harness"] == e["harness"]
+                    and h["checkpoint"] == e["checkpoint"]]
+            if done:
+                record = archive.evaluation(done[-1]["id"])
+            else:
+                record = evaluate(archive, e["harness"], e["checkpoint"], cfg.task, split_name, data_dir=data_dir,
+                                  items=items, backend_spec=cfg.backend)
+            heldout[label] = record
+    wall = time.perf_counter() - t0
+
+    print(f"\n{args.brain} on {cfg.task}: init {t_init:.0f}s, seed matrix {t_seeds:.0f}s, "
+          f"{len(rounds)} rounds {t_rounds:.0f}s, wall {wall:.0f}s")
+    print(f"\nseed pairs on {cfg.split}:")
+    for e in seeds:
+        print(f"  {e['harness']:<5} x {e['checkpoint']:<5} score {e['score']:.3f}  TIMR {e['timr']:6.1%}")
+    print(f"\n{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'kept':>6}{'SFT':>5}  step seconds")
+    for r in rounds:
+        print(f"{r['round']:<6}{r['harness'] + ' x ' + r['checkpoint']:<12}{r['score']:>7.3f}{r['timr']:>8.1%}"
+              f"{r['kept']:>6}{r['sft_examples']:>5}  {r['steps']}")
+    print("\nthe roots and their TIES merge (base: their common ancestor) under each seed harness:")
+    for r in merge_rows:
+        print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
+    print(f"\nheld-out ({split_name}, {len(items)} rows): success per category")
+    cats = [c for c in heldout["seed"]["metrics"] if c != "overall"] + ["overall"]
+    print(f"{'pair':<26}" + "".join(f"{c:>9}" for c in cats) + f"{'TIMR':>8}")
+    for label, e in heldout.items():
+        m = e["metrics"]
+        cells = "".join(f"{_success(m.get(c)):>9}" for c in cats)
+        print(f"{label + ' ' + e['harness_id'] + ' x ' + e['checkpoint_id']:<26}{cells}{e['timr']:>8.1%}")
+    if args.json:
+        print(json.dumps({"brain": args.brain, "task": cfg.task, "archive": str(path),
+                          "heldout_seed_best": heldout["seed"]["score"],
+                          "heldout_coevo_best": heldout["coevo"]["score"],
+                          "heldout_rows": len(items),
+                          "max_round_timr": max((r["timr"] for r in rounds), default=None),
+                          "rounds": rounds, "merge": merge_rows, "wall_s": round(wall, 1)}))
+
+
+def _success(m) -> str:
+    if not isinstance(m, dict):
+        return "-"
+    v = m.get("success", m.get("accuracy"))
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
+
+
+if __name__ == "__main__":
+    main()

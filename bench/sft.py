@@ -1,0 +1,73 @@
+"""ms-swift SFT throughput on the CPU: training examples per second and the loss curve of one data set
+under several training settings, run one after the other in one run, as ratios to the first.
+
+    .venv/bin/python bench/sft.py [--model DIR | --brain smollm2-135m] [--n 32] [--threads 2]
+
+The data set is gold conversations of the synthetic smart-home task under its JSON seed harness.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine import ASSETS  # noqa: E402
+from engine.harness.spec import HarnessSpec  # noqa: E402
+from engine.jsonl import write_jsonl  # noqa: E402
+from engine.models.gguf import import_gguf  # noqa: E402
+from engine.tasks import get_task  # noqa: E402
+from engine.train.data import gold_conversations  # noqa: E402
+from engine.train.sft import SftJob, load_profile, run_sft  # noqa: E402
+
+SETTINGS = {  # name -> changes to the cpu-pretrained profile
+    "fp32": {"bf16_autocast": False},
+    "bf16-autocast": {},
+    "bf16-autocast, batch 1": {"per_device_train_batch_size": 1, "gradient_accumulation_steps": 4},
+    "bf16-autocast, by length": {"group_by_length": True},
+    "bf16, bottom half frozen": {"freeze_parameters_ratio": 0.5},
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", help="a Hugging Face model directory")
+    ap.add_argument("--brain", default="smollm2-135m")
+    ap.add_argument("--n", type=int, default=32, help="training conversations")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--epochs", type=float, default=1)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="coevo-bench-sft-"))
+    model = args.model or str(import_gguf(args.brain, work / "model"))
+    task = get_task("smart_home", work / "task")
+    type(task).generate(work / "task", seed=0, sizes={"train": args.n, "dev": 1, "test": 1})
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+    data = work / "gold.jsonl"
+    write_jsonl(data, gold_conversations(spec, task, task.load("train")))
+    base = load_profile("cpu-pretrained")
+    rows = []
+    for name, change in SETTINGS.items():
+        profile = base.model_copy(update={**change, "threads": args.threads, "num_train_epochs": args.epochs})
+        job = SftJob(model_dir=model, dataset=str(data), output_dir=str(work / name.replace(" ", "_")),
+                     profile=profile)
+        t0 = time.perf_counter()
+        out = run_sft(job)
+        seconds = time.perf_counter() - t0
+        result = json.loads((out / "train_result.json").read_text())
+        losses = [round(h["loss"], 3) for h in result["log_history"] if "loss" in h]
+        losses += [round(h["train_loss"], 3) for h in result["log_history"] if "train_loss" in h]
+        runtime = next((h["train_runtime"] for h in result["log_history"] if "train_runtime" in h), seconds)
+        rows.append((name, args.n * args.epochs / runtime, runtime, seconds, losses))
+    first = rows[0][1]
+    print(f"\n{args.n} conversations x {args.epochs} epoch(s), {args.threads} threads, model {model}")
+    print(f"{'setting':<26}{'examples/s':>11}{'ratio':>7}{'train s':>9}{'whole s':>9}  loss every 10 steps, then the mean")
+    for name, eps, runtime, seconds, losses in rows:
+        print(f"{name:<26}{eps:>11.3f}{eps / first:>7.2f}{runtime:>9.1f}{seconds:>9.1f}  {losses}")
+
+
+if __name__ == "__main__":
+    main()

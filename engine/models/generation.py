@@ -1,0 +1,45 @@
+"""What every local backend shares: the checkpoint's own tokenizer, chat template and stop tokens."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+class ChatBackend:
+    name = "base"
+
+    def __init__(self, model_dir, *, seed: int = 0):
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the CLI prints its own progress
+        self.model_dir = Path(model_dir)
+        self.seed = seed
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, padding_side="left")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.stop_ids = stop_ids(self.model_dir, self.tokenizer)
+
+    def chat_prompt(self, messages: list[dict]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
+        raise NotImplementedError
+
+    def _cut(self, ids: list[int]) -> tuple[str, int]:
+        """The text before the first stop token, and the tokens generated (the stop token included)."""
+        for n, t in enumerate(ids):
+            if t in self.stop_ids:
+                return self.tokenizer.decode(ids[:n], skip_special_tokens=False), n + 1
+        return self.tokenizer.decode(ids, skip_special_tokens=False), len(ids)
+
+
+def stop_ids(model_dir: Path, tokenizer) -> set[int]:
+    """The generation config's end tokens and the tokenizer's own."""
+    ids = {tokenizer.eos_token_id}
+    gen = model_dir / "generation_config.json"
+    if gen.exists():
+        eos = json.loads(gen.read_text()).get("eos_token_id")
+        ids.update(eos if isinstance(eos, list) else [eos])
+    return {i for i in ids if i is not None}

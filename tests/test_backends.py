@@ -1,0 +1,72 @@
+"""The CTranslate2 backend against the transformers backend on a trained tiny checkpoint: same greedy
+answers, a conversion made once and redone only when the weights change, k samples from one prefill."""
+import json
+import os
+
+import pytest
+
+from engine.archive import Archive
+from engine.evaluate import task_dir
+from engine.harness.runtime import build_messages, run_episodes, summarize
+from engine.harness.spec import HarnessSpec
+from engine.models import BackendSpec, load_backend
+from engine.models.ct2_backend import STAMP, cache_dir
+from engine.tasks import get_task
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def root(small_default):
+    with Archive(small_default[0], readonly=True) as archive:
+        c = archive.checkpoint("root-json")
+        spec = HarnessSpec.from_dict(archive.harness("smart_home-json")["spec"])
+        task = get_task("smart_home", task_dir(archive, "smart_home"))
+    return c["path"], spec, task
+
+
+def test_ctranslate2_float32_gives_the_transformers_greedy_answers(root):
+    path, spec, task = root
+    items = task.load("dev")
+    results = {}
+    for backend_spec in (BackendSpec(), BackendSpec(name="ctranslate2", compute_type="float32")):
+        backend = load_backend(backend_spec, path)
+        episodes = run_episodes(spec, task, backend, items)
+        results[backend_spec.name] = ([e.turns[0].output for e in episodes],
+                                      task.score(items, [e.prediction for e in episodes])[0],
+                                      summarize(episodes)["timr"])
+    hf, ct2 = results["transformers"], results["ctranslate2"]
+    same = sum(a == b for a, b in zip(hf[0], ct2[0]))
+    assert same >= 0.95 * len(items), f"{same}/{len(items)} identical greedy outputs"
+    assert abs(hf[1] - ct2[1]) <= 0.05 and abs(hf[2] - ct2[2]) <= 0.05
+
+
+def test_conversion_is_cached_and_redone_when_the_weights_change(root, tmp_path):
+    import shutil
+    path, spec, task = root
+    copy = tmp_path / "ckpt"
+    shutil.copytree(path, copy)
+    load_backend(BackendSpec(name="ctranslate2"), copy)
+    stamp = cache_dir(copy) / STAMP
+    first = stamp.stat().st_mtime_ns
+    load_backend(BackendSpec(name="ctranslate2", compute_type="int8"), copy)  # one conversion, any compute type
+    assert stamp.stat().st_mtime_ns == first
+    weights = copy / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    load_backend(BackendSpec(name="ctranslate2"), copy)
+    assert stamp.stat().st_mtime_ns != first
+    assert json.loads(stamp.read_text())["source"] == str(copy.resolve())
+
+
+def test_k_samples_of_a_prompt_and_a_shared_prefix_keep_every_answer_in_place(root):
+    path, spec, task = root
+    backend = load_backend(BackendSpec(name="ctranslate2"), path)
+    items = task.load("dev")[:6]
+    prompts = [backend.chat_prompt(build_messages(spec, task, i)) for i in items]
+    alone = [backend.generate([p])[0] for p in prompts]  # no grouping, no shared prefix
+    together = backend.generate(prompts + prompts[:2])   # grouped by prefix; two prompts asked twice
+    assert together[:6] == alone and together[6:] == alone[:2]
+    backend.seed = 3
+    sampled = backend.generate([prompts[0]] * 5, temperature=1.0)
+    assert len(sampled) == 5 and all(n > 0 for _, n in sampled)
+    assert len({t for t, _ in sampled}) > 1  # k hypotheses, not one answer copied k times
