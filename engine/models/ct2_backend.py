@@ -87,15 +87,17 @@ class CTranslate2Backend(ChatBackend):
         for static, group in _prefix_groups(list(unique), encoded):
             for start in range(0, len(group), self.batch_size):
                 chunk = group[start:start + self.batch_size]
-                for n in sorted({len(unique[p]) for p in chunk}):  # one call per hypothesis count
-                    same_n = [p for p in chunk if len(unique[p]) == n]
+                # greedy answers of one prompt are all the same: decode it once and copy it
+                wanted = {p: len(unique[p]) if temperature > 0 else 1 for p in chunk}
+                for n in sorted(set(wanted.values())):  # one call per hypothesis count
+                    same_n = [p for p in chunk if wanted[p] == n]
                     out = self.generator.generate_batch(
                         [encoded[p][len(static):] for p in same_n], static_prompt=static or None,
                         cache_static_prompt=False, max_length=max_new_tokens, num_hypotheses=n,
                         end_token=sorted(self.stop_ids), include_prompt_in_result=False, **sampling)
                     for p, res in zip(same_n, out):
-                        for pos, ids in zip(unique[p], res.sequences_ids):
-                            results[pos] = self._cut(ids, max_new_tokens)
+                        for k, pos in enumerate(unique[p]):
+                            results[pos] = self._cut(res.sequences_ids[k % n], max_new_tokens)
         return results
 
     def _cut(self, ids: list[int], limit: int) -> tuple[str, int]:

@@ -93,8 +93,12 @@ def swift_arguments(job: SftJob) -> dict:
     return kw
 
 
-def config_model_type(model_dir) -> str:
+def config_model_type(model_dir) -> str | None:
+    """The checkpoint's own model_type, so ms-swift needs no name match; None (swift decides) for a
+    directory this machine cannot read, such as a model path on a remote training node."""
     path = Path(model_dir) / "config.json"
+    if not path.exists():
+        return None
     try:
         return json.loads(path.read_text())["model_type"]
     except (OSError, ValueError, KeyError):
