@@ -120,7 +120,9 @@ def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable
     profile = load_profile(config.profile)
     pending = [r for r in config.roots if r.name not in existing]
     running = []
-    for root in pending:  # start every root's SFT at once: one worker process each
+    # as many roots at once as the cores allow: a worker oversubscribed with threads runs many times slower
+    width = max(1, (os.cpu_count() or 1) // (profile.threads or os.cpu_count() or 1))
+    for root in pending:
         harness_id, spec = specs[root.harness]
         path = archive.files_dir / "data" / f"{root.name}-gold.jsonl"
         rows = gold_conversations(spec, task, task.load("train")[:config.root_items])
@@ -132,11 +134,13 @@ def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable
                      profile=profile, seed=config.seed)
         shutil.rmtree(job.output_dir, ignore_errors=True)  # unregistered, so never finished
         log(f"fine-tuning {root.name} under {root.harness} with ms-swift ({len(rows)} conversations)")
-        running.append((root, harness_id, dataset, job, start_sft(job)))
-    for root, harness_id, dataset, job, proc in running:
-        path = finish_sft(job, proc)
-        existing[root.name] = archive.add_checkpoint(
-            name=root.name, path=path, kind="sft", parents=[(base["id"], "init")], harness_id=harness_id,
-            dataset_id=dataset, recipe={"profile": profile.model_dump(), "seed": config.seed})
-        log(f"registered {root.name} as {existing[root.name]}")
+        running.append((root, harness_id, dataset, job))
+    for start in range(0, len(running), width):
+        batch = [(*r, start_sft(r[3])) for r in running[start:start + width]]
+        for root, harness_id, dataset, job, proc in batch:
+            path = finish_sft(job, proc)
+            existing[root.name] = archive.add_checkpoint(
+                name=root.name, path=path, kind="sft", parents=[(base["id"], "init")], harness_id=harness_id,
+                dataset_id=dataset, recipe={"profile": profile.model_dump(), "seed": config.seed})
+            log(f"registered {root.name} as {existing[root.name]}")
     return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}

@@ -4,7 +4,6 @@ import hashlib
 import json
 import shutil
 import sqlite3
-from pathlib import Path
 
 import pytest
 import yaml
@@ -64,7 +63,7 @@ def test_import_again_does_nothing_and_bad_sources_name_themselves(smollm2, tmp_
 def test_one_round_with_the_real_brain_on_eight_items(smollm2, tmp_path):
     init = yaml.safe_load((ASSETS / "init" / "smart_home-smollm2-135m.yaml").read_text())
     profile = yaml.safe_load((ASSETS / "train" / "cpu-pretrained.yaml").read_text())
-    profile.update(num_train_epochs=1, threads=1)
+    profile.update(num_train_epochs=1)
     (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile))
     init.update(sizes={"train": 24, "dev": 8}, root_items=8, profile=str(tmp_path / "profile.yaml"))
     (tmp_path / "init.yaml").write_text(yaml.safe_dump(init))

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -36,7 +37,9 @@ class TrainProfile(BaseModel):
     deepspeed: str | None = None
     nproc_per_node: int | None = None
     threads: int | None = None  # OMP threads per worker on the CPU
-    bf16_autocast: bool = False  # fp32 weights, bf16 matmuls (AVX-512-BF16 CPUs, any recent GPU)
+    # fp32 weights, bf16 matmuls. "auto": on where the hardware has bf16 units (a GPU, or a CPU with
+    # AVX-512-BF16 or AMX); a CPU without them emulates bf16 many times slower than fp32
+    bf16_autocast: bool | Literal["auto"] = False
     use_cpu: bool = False        # train on the CPU even where an accelerator is visible (bf16 on a CPU needs it)
     freeze_parameters_ratio: float = 0.0  # freeze this share of the parameters, from the bottom layers up
     group_by_length: bool = False  # batches of similar lengths: less padding
@@ -67,7 +70,7 @@ def work_dir(job: SftJob) -> Path:
 def swift_arguments(job: SftJob) -> dict:
     """The keyword arguments of ms-swift's SftArguments for this job."""
     p = job.profile
-    bf16 = p.torch_dtype == "bfloat16" or p.bf16_autocast
+    bf16 = p.torch_dtype == "bfloat16" or p.bf16_autocast is True or (p.bf16_autocast == "auto" and has_bf16_units(p))
     kw = dict(
         model=job.model_dir, model_type=job.model_type or config_model_type(job.model_dir), template=job.template,
         use_hf=True, check_model=False,
@@ -91,6 +94,18 @@ def swift_arguments(job: SftJob) -> dict:
     if p.deepspeed:
         kw["deepspeed"] = p.deepspeed
     return kw
+
+
+def has_bf16_units(profile: TrainProfile) -> bool:
+    """Whether training under this profile runs on hardware with bf16 units: any GPU it may use, or a
+    CPU whose flags (Linux /proc/cpuinfo) show AVX-512-BF16 or AMX-BF16."""
+    if not profile.use_cpu:
+        return True  # the GPU profiles: every GPU they target computes in bf16
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def config_model_type(model_dir) -> str | None:
