@@ -60,11 +60,15 @@ def merged_roots(archive, config, cfg, log) -> list[dict]:
     name = "merge-" + "-".join(r.name for r in config.roots)
     found = archive.find_checkpoint(name)
     merged = found or merge_checkpoints(archive, roots, base, name)
-    evaluate_seed_matrix(archive, cfg.task, cfg.split, backend_spec=cfg.backend, log=log)
-    names = {h["id"]: h["name"] for h in archive.harnesses()}
-    return [dict(harness=names[e["harness"]], checkpoint=e["checkpoint"], score=e["score"], timr=e["timr"])
+    seeds = {h["id"]: h["name"] for h in archive.harnesses(cfg.task) if h["creator"] == "seed"}
+    done = {(e["harness"], e["checkpoint"]) for e in archive.matrix(cfg.task, cfg.split)}
+    for hid, hname in seeds.items():
+        if (hid, merged) not in done:
+            r = evaluate(archive, hid, merged, cfg.task, cfg.split, backend_spec=cfg.backend)
+            log(f"  {hname:<24} x {name} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
+    return [dict(harness=seeds[e["harness"]], checkpoint=e["checkpoint"], score=e["score"], timr=e["timr"])
             for e in archive.evaluations() if e["checkpoint"] in roots + [merged] and e["split"] == cfg.split
-            and e["round"] is None]
+            and e["round"] is None and e["harness"] in seeds]
 
 
 def main() -> None:
