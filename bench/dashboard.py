@@ -24,7 +24,7 @@ GOAL_S = 1.0
 
 
 def build(args) -> Path:
-    from engine.archive.synthetic import build_synthetic
+    from engine.testing.synthetic import build_synthetic
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "dashboard-archive.db"

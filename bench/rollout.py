@@ -1,4 +1,4 @@
-"""Generated tokens per second of the harness runtime on CTranslate2 (int8 and float32) and on
+"""Generated tokens per second of the rollout runtime on CTranslate2 (int8 and float32) and on
 transformers, against bare batched `model.generate` and `swift infer`, on the same prompts, in one run;
 with how often each CTranslate2 greedy answer equals the transformers one, and each backend's score and TIMR.
 
@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.archive import Archive  # noqa: E402
 from engine.evaluate import task_dir  # noqa: E402
-from engine.harness.runtime import build_messages, run_episodes, summarize  # noqa: E402
 from engine.harness.spec import HarnessSpec  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
 from engine.models import BackendSpec, load_backend  # noqa: E402
-from engine.train.sft import config_model_type  # noqa: E402
+from engine.rollout import build_messages, run_episodes, summarize  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
+from engine.train.sft import config_model_type  # noqa: E402
 
 
 def bare_generate(backend, prompts: list[str], max_new_tokens: int, batch_size: int) -> int:

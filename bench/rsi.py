@@ -54,12 +54,12 @@ def best(rows: list[dict]) -> dict:
 
 def merged_roots(archive, config, cfg, log) -> list[dict]:
     """A TIES merge of the roots over their common ancestor (the base), under every seed harness."""
-    from engine.train.merge import merge_checkpoints
+    from engine.checkpoints import merge, register
     roots = [archive.checkpoint(r.name)["id"] for r in config.roots]
     base = archive.checkpoint(config.base_name)["id"]
     name = "merge-" + "-".join(r.name for r in config.roots)
     found = archive.find_checkpoint(name)
-    merged = found or merge_checkpoints(archive, roots, base, name)
+    merged = found or register(archive, merge(archive, roots, base, name))
     seeds = {h["id"]: h["name"] for h in archive.harnesses(cfg.task) if h["creator"] == "seed"}
     done = {(e["harness"], e["checkpoint"]) for e in archive.matrix(cfg.task, cfg.split)}
     for hid, hname in seeds.items():

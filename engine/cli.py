@@ -9,8 +9,10 @@ import time
 
 from engine.archive import DEFAULT_PATH, Archive
 from engine.errors import CoevoError, InputError
+from engine.models.gguf import BRAINS
+from engine.run_config import CHOICE_FIELDS, choices
 
-BRAIN_NAMES = ["smollm2-135m"]  # engine.models.gguf.BRAINS; listed here so --help loads no model code
+BRAIN_NAMES = BRAINS.names()
 
 
 def _archive(args, readonly: bool = False) -> Archive:
@@ -44,7 +46,7 @@ def cmd_eval(args) -> None:
 
 
 def _run_config(args):
-    from engine.evolve.rounds import load_run_config
+    from engine.run_config import load_run_config
     return load_run_config(args.run_config, task=args.task, brain=args.brain, mode=args.mode, gate=args.gate,
                            seed=args.seed, inheritance=args.inheritance, editor=args.editor)
 
@@ -154,47 +156,10 @@ def cmd_status(args) -> None:
 
 
 def cmd_score(args) -> None:
-    if args.benchmark == "whowhen":
-        return _score_whowhen(args)
-    if args.benchmark == "rbac-sql":
-        return _score_rbac_sql(args)
-    from engine.scoring import score_homebench_files
-    result = score_homebench_files(args.gold, args.pred)
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    print(f"{'':<8}{'n':>6}{'success':>10}{'precision':>11}{'recall':>9}{'f1':>8}")
-    for cat, m in result.items():
-        fmt = (lambda v: f"{v:.3f}" if v is not None else "-")
-        print(f"{cat:<8}{m['n']:>6}{fmt(m['success']):>10}{fmt(m['precision']):>11}{fmt(m['recall']):>9}"
-              f"{fmt(m['f1']):>8}")
-
-
-def _score_whowhen(args) -> None:
-    from engine.tasks.failure_attribution.scorer import score_whowhen
-    result = score_whowhen(args.gold, args.pred, rule=args.rule)
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    print(f"Who&When, {result['rule']} match")
-    print(f"{'':<24}{'n':>6}{'agent':>9}{'step':>9}")
-    for name, m in [*result["by_subfolder"].items(), ("overall", result["overall"])]:
-        print(f"{name:<24}{m['n']:>6}{m['agent_accuracy']:>9.3f}{m['step_accuracy']:>9.3f}")
-    for r in result["rejected"]:
-        print(f"not scored: {r}")
-    if result["unknown_ids"]:
-        print(f"predictions for unknown traces: {', '.join(result['unknown_ids'])}")
-
-
-def _score_rbac_sql(args) -> None:
-    from engine.tasks.rbac_sql.scorer import score_rbac_files
-    result = score_rbac_files(args.gold, args.pred, spider_dir=args.spider)
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    for k, v in result.items():
-        if not isinstance(v, (dict, list)):
-            print(f"{k:<28}{v:.3f}" if isinstance(v, float) else f"{k:<28}{v}")
+    from engine.tasks import benchmark_task
+    task = benchmark_task(args.benchmark)
+    result = task.score_files(args.gold, args.pred, rule=args.rule, spider=args.spider)
+    print(json.dumps(result, indent=1) if args.json else task.format_scores(result))
 
 
 def cmd_sql_guard(args) -> None:
@@ -304,10 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "assets/{init,run}/<task>-<brain>.yaml")
         sp.add_argument("--rounds", type=int, default=3)
         sp.add_argument("--seed", type=int)
-        sp.add_argument("--mode", choices=["coevo", "harness-only", "model-only", "no-inheritance"])
-        sp.add_argument("--inheritance", choices=["select", "merge", "latest", "fixed"])
-        sp.add_argument("--editor", choices=["offline", "llm"])
-        sp.add_argument("--gate", choices=["auto", "require"])
+        for name in CHOICE_FIELDS:
+            sp.add_argument(f"--{name}", choices=choices(name))
 
     sp = command("run", cmd_run, "the main job: init once, evaluate the seeds, run rounds of co-evolution")
     sp.add_argument("--base-model")
@@ -349,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
 
     sp = command("score", cmd_score, "score predictions with a benchmark's official metric")
-    sp.add_argument("benchmark", choices=["homebench", "whowhen", "rbac-sql"])
+    sp.add_argument("benchmark", help="homebench, whowhen or rbac-sql (or the task's name: smart_home, ...)")
     sp.add_argument("--gold", required=True, help="gold rows (JSONL), or for whowhen the folder of trace files")
     sp.add_argument("--pred", required=True, help="predictions (JSONL)")
     sp.add_argument("--rule", choices=["exact", "substring"], default="exact",
@@ -397,9 +360,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.fn(args)
-    except (CoevoError, KeyError, FileNotFoundError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"coevo {args.command}: error: {msg}", file=sys.stderr)
+    except (CoevoError, FileNotFoundError) as e:
+        print(f"coevo {args.command}: error: {e}", file=sys.stderr)
         return 2
     return 0
 

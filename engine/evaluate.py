@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Callable
 
 from engine.archive import Archive
-from engine.harness.runtime import episode_rows, run_episodes, summarize, timed
 from engine.harness.spec import HarnessSpec
 from engine.models import BackendSpec, load_backend
+from engine.rollout import episode_rows, run_episodes, summarize, timed
 from engine.tasks import get_task
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 
 from engine import ASSETS
 from engine.archive import Archive
+from engine.checkpoints import SftRequest, register, train
 from engine.config import load_yaml
 from engine.errors import InputError
 from engine.evaluate import task_dir
@@ -23,7 +25,9 @@ from engine.models.gguf import BRAINS, import_gguf, provenance
 from engine.models.tiny import TinyModelConfig, build_model, generic_corpus, train_tokenizer
 from engine.tasks import get_task
 from engine.train.data import gold_conversations
-from engine.train.sft import SftJob, finish_sft, load_profile, start_sft
+
+TOKENIZER_ITEMS = 300  # train items whose gold conversations (per seed harness) teach the tiny tokenizer
+
 
 class RootSpec(BaseModel):
     name: str
@@ -58,89 +62,114 @@ def load_init_config(path=None, task: str | None = None, brain: str | None = Non
     return config
 
 
-def register_base_model(archive: Archive, source, existing: dict, log) -> str:
+def register_base_model(archive: Archive, source, log) -> str:
     """A local Hugging Face directory, or a .gguf file imported beside the archive's checkpoints."""
     path = Path(source).resolve()
     if path.suffix == ".gguf":
         name = path.stem
-        if name not in existing:
+        if not archive.find_checkpoint(name):
             log(f"importing {path.name}")
             out = import_gguf(str(path), archive.files_dir / "checkpoints" / name)
-            existing[name] = archive.add_checkpoint(name=name, path=out, kind="base",
-                                                    recipe={"source": str(path), **provenance(out)})
+            archive.add_checkpoint(name=name, path=out, kind="base", recipe={"source": str(path), **provenance(out)})
         return name
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{path}: not a Hugging Face model directory (no config.json)")
-    name = path.name
-    if name not in existing:
-        existing[name] = archive.add_checkpoint(name=name, path=path, kind="base", recipe={"source": str(path)})
-    return name
+    if not archive.find_checkpoint(path.name):
+        archive.add_checkpoint(name=path.name, path=path, kind="base", recipe={"source": str(path)})
+    return path.name
+
+
+INIT_STEPS = ("data", "harnesses", "base", "roots")
+
+
+class Init:
+    """`coevo init` as named steps, each skipped when the archive shows it done, so a killed init resumes:
+    the task data, the seed harnesses, the base model, the roots."""
+
+    def __init__(self, archive: Archive, config: InitConfig, log: Callable[[str], None] = print):
+        self.archive, self.config, self.log = archive, config, log
+        self.task = get_task(config.task, task_dir(archive, config.task))
+        self.specs: dict[str, tuple[str, HarnessSpec]] = {}  # seed harness name -> (id, spec)
+        self._gold: dict[str, list[dict]] = {}
+
+    def run(self, base_model=None) -> dict:
+        self.data()
+        self.harnesses()
+        if base_model is not None:  # a local model, registered as it is: no roots
+            name = register_base_model(self.archive, base_model, self.log)
+            self.log(f"base model {name}: {self.archive.checkpoint(name)['id']}")
+        else:
+            self.base()
+            self.roots()
+        return {"harnesses": {n: h for n, (h, _) in self.specs.items()},
+                "checkpoints": {c["name"]: c["id"] for c in self.archive.checkpoints()}}
+
+    def data(self) -> None:
+        if not all(self.task.has_split(s) for s in self.config.sizes):
+            c = self.config
+            self.log(f"generating {c.task} data {c.sizes} (seed {c.seed}) in {self.task.data_dir}")
+            type(self.task).generate(self.task.data_dir, seed=c.seed, sizes=c.sizes)
+
+    def harnesses(self) -> None:
+        for name in self.config.harnesses:  # add_harness returns the stored id of a spec it already holds
+            spec = HarnessSpec.load(ASSETS / "harnesses" / f"{name}.yaml")
+            self.specs[spec.name] = (self.archive.add_harness(spec.to_dict(), creator="seed",
+                                                              rationale="seed harness"), spec)
+
+    def base(self) -> None:
+        c = self.config
+        if self.archive.find_checkpoint(c.base_name):
+            return
+        out = self.archive.files_dir / "checkpoints" / c.base_name
+        if c.brain is not None:
+            self.log(f"importing brain {c.brain}")
+            import_gguf(c.brain, out)
+            self.archive.add_checkpoint(name=c.base_name, path=out, kind="base", recipe=provenance(out))
+            return
+        self.log("training the tokenizer and building the tiny base model")
+        texts = generic_corpus()
+        for name in self.specs:
+            texts += [m["content"] for row in self.gold(name)[:TOKENIZER_ITEMS] for m in row["messages"]]
+        tmp = out.with_name(out.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build_model(train_tokenizer(texts, tmp, c.model.vocab_size), tmp, c.model)
+        os.replace(tmp, out)
+        self.archive.add_checkpoint(name=c.base_name, path=out, kind="base",
+                                    recipe={"tiny": c.model.model_dump(), "task": c.task})
+
+    def roots(self) -> None:
+        """Fine-tune the base on gold conversations under each root's harness, all roots at once."""
+        c = self.config
+        base = self.archive.checkpoint(c.base_name)["id"]
+        requests = []
+        for root in c.roots:
+            if self.archive.find_checkpoint(root.name):
+                continue
+            harness_id, _ = self.specs[root.harness]
+            rows = self.gold(root.harness)[:c.root_items]
+            path = self.archive.files_dir / "data" / f"{root.name}-gold.jsonl"
+            dataset = self.archive.find_dataset(path)
+            if dataset is None:
+                write_jsonl(path, rows)
+                dataset = self.archive.add_dataset(path=path, task=c.task, source="gold", harness_id=harness_id,
+                                                   tasks_tried=len(rows), samples=len(rows), kept=len(rows),
+                                                   meta={"split": "train"})
+            self.log(f"fine-tuning {root.name} under {root.harness} with ms-swift ({len(rows)} conversations)")
+            requests.append(SftRequest(base, dataset, root.name, c.profile, c.seed, harness=harness_id))
+        for built in train(self.archive, requests):
+            self.log(f"registered {built.name} as {register(self.archive, built)}")
+
+    def gold(self, harness: str) -> list[dict]:
+        """The train split's gold conversations under a seed harness, built once."""
+        if harness not in self._gold:
+            self._gold[harness] = gold_conversations(self.specs[harness][1], self.task, self.train_items)
+        return self._gold[harness]
+
+    @cached_property
+    def train_items(self):
+        n = self.config.root_items
+        return self.task.load("train", limit=max(n, TOKENIZER_ITEMS) if n else None)
 
 
 def init(archive: Archive, config: InitConfig, *, base_model=None, log: Callable[[str], None] = print) -> dict:
-    data = task_dir(archive, config.task)
-    task = get_task(config.task, data)
-    if not all(task.has_split(s) for s in config.sizes):
-        log(f"generating {config.task} data {config.sizes} (seed {config.seed}) in {data}")
-        type(task).generate(data, seed=config.seed, sizes=config.sizes)
-
-    specs = {}
-    for name in config.harnesses:
-        spec = HarnessSpec.load(ASSETS / "harnesses" / f"{name}.yaml")
-        specs[spec.name] = (archive.add_harness(spec.to_dict(), creator="seed", rationale="seed harness"), spec)
-
-    existing = {c["name"]: c["id"] for c in archive.checkpoints()}
-    if base_model is not None:
-        name = register_base_model(archive, base_model, existing, log)
-        log(f"base model {name}: {existing[name]}")
-        return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}
-
-    ckpt_dir = archive.files_dir / "checkpoints"
-    if config.brain is not None and config.base_name not in existing:
-        log(f"importing brain {config.brain}")
-        out = import_gguf(config.brain, ckpt_dir / config.base_name)
-        existing[config.base_name] = archive.add_checkpoint(name=config.base_name, path=out, kind="base",
-                                                            recipe=provenance(out))
-    elif config.base_name not in existing:
-        log("training the tokenizer and building the tiny base model")
-        texts = generic_corpus()
-        train = task.load("train")
-        for _, spec in specs.values():
-            texts += [m["content"] for row in gold_conversations(spec, task, train[:300]) for m in row["messages"]]
-        tmp = ckpt_dir / f"{config.base_name}.partial"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tok = train_tokenizer(texts, tmp, config.model.vocab_size)
-        build_model(tok, tmp, config.model)
-        os.replace(tmp, ckpt_dir / config.base_name)
-        existing[config.base_name] = archive.add_checkpoint(
-            name=config.base_name, path=ckpt_dir / config.base_name, kind="base",
-            recipe={"tiny": config.model.model_dump(), "task": config.task})
-    base = archive.checkpoint(existing[config.base_name])
-
-    profile = load_profile(config.profile)
-    pending = [r for r in config.roots if r.name not in existing]
-    running = []
-    # as many roots at once as the cores allow: a worker oversubscribed with threads runs many times slower
-    width = max(1, (os.cpu_count() or 1) // (profile.threads or os.cpu_count() or 1))
-    for root in pending:
-        harness_id, spec = specs[root.harness]
-        path = archive.files_dir / "data" / f"{root.name}-gold.jsonl"
-        rows = gold_conversations(spec, task, task.load("train")[:config.root_items])
-        write_jsonl(path, rows)
-        dataset = archive.find_dataset(path) or archive.add_dataset(
-            path=path, task=config.task, source="gold", harness_id=harness_id, tasks_tried=len(rows),
-            samples=len(rows), kept=len(rows), meta={"split": "train"})
-        job = SftJob(model_dir=base["path"], dataset=str(path), output_dir=str(ckpt_dir / root.name),
-                     profile=profile, seed=config.seed)
-        shutil.rmtree(job.output_dir, ignore_errors=True)  # unregistered, so never finished
-        log(f"fine-tuning {root.name} under {root.harness} with ms-swift ({len(rows)} conversations)")
-        running.append((root, harness_id, dataset, job))
-    for start in range(0, len(running), width):
-        batch = [(*r, start_sft(r[3])) for r in running[start:start + width]]
-        for root, harness_id, dataset, job, proc in batch:
-            path = finish_sft(job, proc)
-            existing[root.name] = archive.add_checkpoint(
-                name=root.name, path=path, kind="sft", parents=[(base["id"], "init")], harness_id=harness_id,
-                dataset_id=dataset, recipe={"profile": profile.model_dump(), "seed": config.seed})
-            log(f"registered {root.name} as {existing[root.name]}")
-    return {"harnesses": {n: h for n, (h, _) in specs.items()}, "checkpoints": existing}
+    return Init(archive, config, log).run(base_model)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Callable, Generic, TypeVar
 
+from engine.errors import InputError
+
 T = TypeVar("T")
 
 
@@ -25,7 +27,7 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             known = ", ".join(sorted(self._items)) or "none"
-            raise KeyError(f"unknown {self.kind} {name!r} (known: {known})") from None
+            raise InputError(f"unknown {self.kind} {name!r} (known: {known})") from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

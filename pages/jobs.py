@@ -2,9 +2,10 @@
 Jobs run in worker processes: closing the browser stops nothing."""
 import streamlit as st
 
-from app import components, data
+from app import data
 from engine import jobs
 from engine.errors import CoevoError
+from engine.run_config import choices
 from engine.tasks import task_names
 
 st.title("Jobs")
@@ -22,10 +23,10 @@ with st.form(f"job-form-{kind}"):
         a, b, c = st.columns(3)
         args = {"task": c.selectbox("Task", task_names(), key="job-round-task"),
                 "rounds": a.number_input("Rounds", 1, 100, 1, key="job-rounds"),
-                "gate": b.selectbox("Approval gate", ["auto", "require"], key="job-gate"),
-                "mode": c.selectbox("Mode", ["coevo", "harness-only", "model-only", "no-inheritance"], key="job-mode"),
-                "inheritance": a.selectbox("Inheritance", ["select", "merge", "latest", "fixed"], key="job-inherit"),
-                "editor": b.selectbox("Editor", ["offline", "llm"], key="job-editor")}
+                "gate": b.selectbox("Approval gate", choices("gate"), key="job-gate"),
+                "mode": c.selectbox("Mode", choices("mode"), key="job-mode"),
+                "inheritance": a.selectbox("Inheritance", choices("inheritance"), key="job-inherit"),
+                "editor": b.selectbox("Editor", choices("editor"), key="job-editor")}
     elif kind == "eval":
         splits = data.task_splits()
         a, b = st.columns(2)

@@ -31,6 +31,21 @@ def home_data(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, home_data):
+    """A random-init tiny model (no training) whose tokenizer knows the smart-home prompts, built by the
+    engine's own model builder: for tests that need weights but are not about SFT."""
+    from engine import ASSETS
+    from engine.harness.spec import HarnessSpec
+    from engine.rollout import build_messages
+    from engine.tasks.smart_home import SmartHomeTask
+    from engine.testing.tiny import tiny_checkpoint as build
+    task = SmartHomeTask(home_data)
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+    texts = [m["content"] for item in task.load("train")[:100] for m in build_messages(spec, task, item)]
+    return build(tmp_path_factory.mktemp("tiny") / "tiny-random", texts=texts)
+
+
 def write_lines(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
     return path

@@ -1,28 +1,29 @@
-"""The CTranslate2 backend against the transformers backend on a trained tiny checkpoint: same greedy
+"""The CTranslate2 backend against the transformers backend on a random tiny checkpoint: same greedy
 answers, a conversion made once and redone only when the weights change, k samples from one prefill."""
 import json
 import os
 
 import pytest
 
-from engine.archive import Archive
-from engine.evaluate import task_dir
-from engine.harness.runtime import build_messages, run_episodes, summarize
+from engine import ASSETS
 from engine.harness.spec import HarnessSpec
 from engine.models import BackendSpec, load_backend
 from engine.models.ct2_backend import STAMP, cache_dir
+from engine.rollout import build_messages, run_episodes, summarize
 from engine.tasks import get_task
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def root(small_default):
-    with Archive(small_default[0], readonly=True) as archive:
-        c = archive.checkpoint("root-json")
-        spec = HarnessSpec.from_dict(archive.harness("smart_home-json")["spec"])
-        task = get_task("smart_home", task_dir(archive, "smart_home"))
-    return c["path"], spec, task
+def root(tiny_checkpoint, home_data, tmp_path_factory):
+    """A private copy of the random tiny checkpoint (the tests convert and touch it), a harness, a task."""
+    import shutil
+    path = tmp_path_factory.mktemp("backends") / "tiny"
+    shutil.copytree(tiny_checkpoint, path)
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+    spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"max_new_tokens": 48})})
+    return str(path), spec, get_task("smart_home", home_data)
 
 
 def test_ctranslate2_float32_gives_the_transformers_greedy_answers(root):

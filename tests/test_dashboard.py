@@ -21,7 +21,7 @@ MAIN = str(REPO / "app" / "main.py")
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
-    from engine.archive.synthetic import build_synthetic
+    from engine.testing.synthetic import build_synthetic
     path = tmp_path_factory.mktemp("synthetic") / "archive.db"
     build_synthetic(path, harnesses=14, checkpoints=20, evaluations=200, turns=4000, pending_decisions=2, seed=3)
     return path

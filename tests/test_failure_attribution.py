@@ -1,6 +1,7 @@
 """The failure-attribution vertical: Who&When and TraceElephant loaders, the official metrics, the
 synthetic generator, the blame tool schema, and gold episodes through the environment, the training
-data and the harness runtime under every seed harness and protocol."""
+data and the rollout runtime under every seed harness and protocol. One file over 400 lines: the
+vertical's parts are tested together against the same real samples and fixtures."""
 import json
 from pathlib import Path
 
@@ -11,8 +12,8 @@ from conftest import REPO, SHARED_DATA, write_lines
 from engine import ASSETS
 from engine.errors import InputError
 from engine.harness.interfaces import Call, get_interface
-from engine.harness.runtime import run_episodes, summarize
 from engine.harness.spec import HarnessSpec
+from engine.rollout import run_episodes, summarize
 from engine.tasks import get_task, task_class
 from engine.tasks.failure_attribution import generator
 from engine.tasks.failure_attribution.scorer import hits, read_predictions, score_traces, score_whowhen
@@ -435,7 +436,7 @@ class GoldBackend:
         self.iface = get_interface(interface or spec.interface.name)
         self.turns = {(i.context.id, i.input): task.gold_turns(i, spec.task_options) for i in items}
         self.by_prompt = {}
-        from engine.harness.runtime import build_messages
+        from engine.rollout import build_messages
         for i in items:
             self.by_prompt[build_messages(spec, task, i)[0]["content"] + i.input] = (i.context.id, i.input)
 

@@ -139,15 +139,6 @@ def test_args_are_stored_checked_with_defaults_and_ids(small_archive):
             "harness": "h1", "checkpoint": "c2", "task": "smart_home", "split": "dev", "limit": 2}
 
 
-def test_round_choices_are_the_engines():
-    from engine.evolve.inheritance import POLICIES
-    from engine.evolve.rounds import MODES
-    from engine.jobs.kinds import RoundArgs
-    choices = {name: set(f.annotation.__args__[0].__args__) for name, f in RoundArgs.model_fields.items()
-               if name in ("mode", "inheritance", "gate")}
-    assert choices == {"mode": set(MODES), "inheritance": set(POLICIES.names()), "gate": {"auto", "require"}}
-
-
 def test_submitting_does_not_import_torch(small_archive):
     script = f"""
 import sys, engine.jobs

@@ -1,4 +1,5 @@
-"""The role-aware text-to-SQL vertical: loader, grants, DDL, guard, scorer, generator and task."""
+"""The role-aware text-to-SQL vertical: loader, grants, DDL, guard, scorer, generator and task. One file
+over 400 lines: the vertical's parts are tested together against the same real Spider-AC sample."""
 import json
 import sqlite3
 from pathlib import Path
@@ -10,8 +11,8 @@ from conftest import SHARED_DATA, write_lines
 from engine import ASSETS
 from engine.errors import InputError
 from engine.harness.interfaces import Call, get_interface
-from engine.harness.runtime import build_messages, run_episodes, summarize
 from engine.harness.spec import HarnessSpec
+from engine.rollout import build_messages, run_episodes, summarize
 from engine.tasks import get_task
 from engine.tasks.rbac_sql import RbacSqlTask
 from engine.tasks.rbac_sql.data import decision_of, load_rows

@@ -2,8 +2,8 @@ import pytest
 
 from engine import ASSETS
 from engine.harness.interfaces import get_interface
-from engine.harness.runtime import build_messages, episode_rows, run_episodes, summarize
 from engine.harness.spec import HarnessSpec
+from engine.rollout import build_messages, episode_rows, run_episodes, summarize
 from engine.tasks import get_task
 
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import SHARED_DATA, write_lines
 from engine.cli import main
 from engine.errors import InputError
-from engine.scoring import score_homebench_files
+from engine.tasks.smart_home.scorer import score_homebench_files
 from engine.tasks.smart_home.scorer import parse_operations, score_rows
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from engine.archive import Archive
 from engine.archive.store import spec_hash
-from engine.archive.synthetic import build_synthetic
 from engine.harness.spec import HarnessSpec
+from engine.testing.synthetic import build_synthetic
 
 SMALL = dict(harnesses=12, checkpoints=10, evaluations=200, turns=4000)
 TASKS = ("smart_home", "failure_attribution", "rbac_sql")
@@ -132,7 +132,8 @@ def test_episodes_agree_with_their_turns(archive):
     assert len(rows) == archive.conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
     for r in rows:
         assert (r["turns"], r["mismatched_turns"], r["last"]) == (r["n"], r["m"], r["n"] - 1)
-        assert r["reward"] == r["r"] == float(r["success"])
+        assert r["reward"] == pytest.approx(r["r"])  # the task's rewards, partial credit included
+        assert r["success"] in (0, 1) and (r["reward"] > 0 or not r["success"])
     bad = archive.query("SELECT COUNT(*) AS n FROM turns WHERE (mismatch = 1) != (action IS NULL) "
                         "OR (mismatch = 1) != (parse_error IS NOT NULL)")
     assert bad[0]["n"] == 0
@@ -184,3 +185,42 @@ def test_deterministic_for_a_seed(small, tmp_path):
     other = tmp_path / "other.db"
     build_synthetic(other, **SMALL, seed=1)
     assert _dump_sha(other) != _dump_sha(small[0])
+
+
+def test_turns_are_judged_as_their_task_judges_them(small, archive):
+    """Every synthetic turn's output gets the verdict (and the reason) the task's own judge gives it."""
+    from engine.harness.interfaces import Call
+    from engine.rollout import judge
+    from engine.tasks import get_task
+    from engine.testing.synthetic.items import IFACES, seed_specs
+    for name in TASKS:
+        task = get_task(name, archive.files_dir / "tasks" / name)
+        items = {i.id: i for split in ("dev", "test") for i in task.load(split)}
+        specs = dict(zip(IFACES, seed_specs(name)))
+        rows = archive.query(
+            "SELECT e.item_id, e.success, t.episode, t.turn, t.evaluation_id, t.output, t.action, t.mismatch, "
+            "t.parse_error, h.interface, h.spec FROM turns t JOIN episodes e ON e.evaluation_id = t.evaluation_id "
+            "AND e.idx = t.episode JOIN evaluations v ON v.id = t.evaluation_id JOIN harnesses h ON h.id = v.harness_id "
+            "WHERE v.task = ? ORDER BY t.evaluation_id, t.episode, t.turn LIMIT 400", (name,))
+        assert rows, name
+        episodes: dict = {}
+        for r in rows:
+            spec = specs[r["interface"]].model_copy(update={"strict": json.loads(r["spec"])["strict"]})
+            calls, error = judge(spec, task, items[r["item_id"]], r["output"])
+            assert error == r["parse_error"] and bool(r["mismatch"]) == (error is not None), r
+            if calls is not None:
+                assert [c.to_dict() for c in calls] == json.loads(r["action"])
+            episodes.setdefault((r["evaluation_id"], r["episode"]), []).append(r)
+        # a successful episode's actions, played through the task's environment, succeed
+        played = 0
+        for turns in episodes.values():
+            if not turns[0]["success"] or turns[0]["turn"] != 0:
+                continue
+            item = items[turns[0]["item_id"]]
+            env = task.environment(item, specs["json"].task_options)
+            for t in turns:
+                if not t["mismatch"]:
+                    result = env.step([Call(c["name"], c["args"]) for c in json.loads(t["action"])])
+            assert result.success, turns
+            played += 1
+        assert played > 0, name

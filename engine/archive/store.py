@@ -1,5 +1,6 @@
 """The archive: one SQLite file holding harnesses, checkpoints, data sets, evaluations, turns,
-rounds, decisions and jobs. All SQL of the project lives in this package.
+rounds, decisions and jobs. All SQL of the project lives in this package. This module is longer than
+400 lines on purpose: every query sits next to the others, so that a schema change is one file's edit.
 
 Every write is one transaction (BEGIN IMMEDIATE, so concurrent writers queue on the busy timeout
 instead of failing on a lock upgrade) and bumps the `version` counter that readers use as a cache key.
@@ -7,7 +8,9 @@ instead of failing on a lock upgrade) and bumps the `version` counter that reade
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import operator
 import sqlite3
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -38,6 +41,29 @@ class ArchiveError(CoevoError):
 def _job_row(row: dict) -> dict:
     return dict(row, args=json.loads(row["args"]),
                 result=json.loads(row["result"]) if row["result"] is not None else None)
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def insert_rows(conn: sqlite3.Connection, table: str, rows: Iterable[dict]) -> int:
+    """Insert many rows of one table with one prepared statement, inside the caller's transaction. The
+    columns are the schema's: a key the table does not have is an error naming it. Returns the count."""
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        return 0
+    known = table_columns(conn, table)
+    if not known:
+        raise ArchiveError(f"no table {table!r} in the archive")
+    unknown = sorted(set(first) - set(known))
+    if unknown:
+        raise ArchiveError(f"table {table} has no column {', '.join(unknown)} (its columns: {', '.join(known)})")
+    cols = [c for c in known if c in first]
+    values = operator.itemgetter(*cols) if len(cols) > 1 else (lambda r: (r[cols[0]],))
+    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    return conn.executemany(sql, map(values, itertools.chain([first], rows))).rowcount
 
 
 class Archive:
@@ -218,8 +244,8 @@ class Archive:
             row = dict(evaluation, metrics=json.dumps(evaluation.get("metrics", {})),
                        config=json.dumps(evaluation.get("config", {})), created_at=now())
             eid = db["evaluations"].insert(row).last_pk
-            db["episodes"].insert_all(dict(e, evaluation_id=eid) for e in episodes)
-            db["turns"].insert_all(dict(t, evaluation_id=eid) for t in turns)
+            insert_rows(self.conn, "episodes", (dict(e, evaluation_id=eid) for e in episodes))
+            insert_rows(self.conn, "turns", (dict(t, evaluation_id=eid) for t in turns))
             return eid
 
     def evaluation(self, eid: int) -> dict:

@@ -6,7 +6,8 @@ import sqlite3
 from typing import Callable
 
 from engine.archive import Archive
-from engine.evolve.rounds import MODES, RoundRunner, RunConfig
+from engine.evolve.rounds import RoundRunner
+from engine.run_config import MODES, RunConfig
 
 
 def copy_archive(src: Archive, dst_path) -> Archive:

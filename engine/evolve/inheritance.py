@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from engine.archive import Archive
 from engine.archive.lineage import lowest_common_ancestor
-from engine.harness.runtime import run_episodes, summarize
 from engine.harness.spec import HarnessSpec
 from engine.models import BackendSpec, load_backend
 from engine.registry import Registry
+from engine.rollout import run_episodes, summarize
 from engine.tasks.base import Item, Task
 
 
@@ -87,7 +87,7 @@ def select(ctx: InheritContext) -> Proposal:
 
 @POLICIES.register("merge")
 def merge(ctx: InheritContext) -> Proposal:
-    from engine.train.merge import merge_checkpoints
+    from engine.checkpoints import merge as ties_merge, register
 
     cids = candidates(ctx.archive, ctx.task.name)
     results = staged_probe(ctx, cids)
@@ -101,7 +101,7 @@ def merge(ctx: InheritContext) -> Proposal:
     name = f"merge-r{ctx.round}-{'-'.join(top)}"
     merged = ctx.archive.find_checkpoint(name)  # a resumed round merged these already
     if merged is None:
-        merged = merge_checkpoints(ctx.archive, top, base, name, density=0.5, round=ctx.round)
+        merged = register(ctx.archive, ties_merge(ctx.archive, top, base, name, density=0.5), round=ctx.round)
     results[merged] = probe(ctx, merged, ctx.probe_items)
     return Proposal(cids + [merged], {"probe": results, "merge": {"models": top, "base": base}}, merged,
                     f"TIES merge of {top[0]} and {top[1]} over their common ancestor {base}")

@@ -8,82 +8,24 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel, Field
 
-from engine import ASSETS
 from engine.archive import Archive
-from engine.config import load_yaml
+from engine.checkpoints import SftRequest, register, train
 from engine.errors import CoevoError
 from engine.evaluate import run_evaluation, task_dir
 from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.editors import get_editor
-from engine.evolve.editors.llm import EditorError, LlmConfig
+from engine.evolve.editors.llm import EditorError
 from engine.evolve.inheritance import POLICIES, InheritContext
 from engine.evolve.sampling import rejection_sample
 from engine.harness.spec import HarnessSpec
-from engine.models import BackendSpec, load_backend
+from engine.models import load_backend
+from engine.run_config import MODES, RunConfig
 from engine.tasks import get_task
-from engine.train.sft import SftJob, load_profile, run_sft
 
 STEPS = ("curate", "edit", "inherit", "sample", "sft", "evaluate")
-
-
-class SampleConfig(BaseModel):
-    k: int = 4
-    temperature: float = 1.0
-    tasks: int = 200
-    min_kept: int = 16  # fewer verified successes than this: no SFT (a few steps on a handful of rows
-                        # at the profile's learning rate wreck the format more than they teach)
-    max_share: float = Field(1.0, ge=0.5, le=1.0)  # the most one item category may make of the kept rows
-
-
-class ProbeConfig(BaseModel):
-    items: int = 24
-    stage1: int = 8
-    contenders: int = 2
-
-
-class RunConfig(BaseModel):
-    task: str = "smart_home"
-    split: str = "dev"
-    mode: str = "coevo"            # coevo | harness-only | model-only | no-inheritance
-    inheritance: str = "select"    # the policy co-evolution uses
-    editor: str = "offline"        # offline | llm
-    gate: str = "auto"             # auto | require
-    seed: int = 0
-    start_harness: str = "smart_home-json"
-    start_checkpoint: str = "root-json"
-    sample: SampleConfig = SampleConfig()
-    probe: ProbeConfig = ProbeConfig()
-    eval_limit: int | None = None
-    profile: str = "cpu"
-    backend: BackendSpec = BackendSpec()  # the engine every probe, sample and evaluation of the run uses
-    llm: LlmConfig = LlmConfig()
-
-
-MODES = {  # what each mode lets move: the harness (edit), the model (train), and how a model is inherited
-    "coevo": {"edit": True, "train": True, "inherit": None},
-    "harness-only": {"edit": True, "train": False, "inherit": "fixed"},
-    "model-only": {"edit": False, "train": True, "inherit": "latest"},
-    "no-inheritance": {"edit": True, "train": True, "inherit": "latest"},
-}
-
-
-def load_run_config(path=None, task: str | None = None, brain: str | None = None, **overrides) -> RunConfig:
-    """A config file, or the task's default: assets/run/<task>.yaml, or with a brain its preset
-    assets/run/<task>-<brain>.yaml (smart_home when no task is named)."""
-    default = ASSETS / "run" / (f"{task or 'smart_home'}-{brain}.yaml" if brain else f"{task or 'smart_home'}.yaml")
-    cfg = load_yaml(RunConfig, path or default)
-    cfg = cfg.model_copy(update={k: v for k, v in overrides.items() if v is not None})
-    if cfg.mode not in MODES:
-        raise CoevoError(f"unknown mode {cfg.mode!r} (known: {', '.join(MODES)})")
-    if cfg.gate not in ("auto", "require"):
-        raise CoevoError(f"unknown gate {cfg.gate!r} (auto or require)")
-    POLICIES.get(cfg.inheritance)
-    return cfg
 
 
 class Waiting(Exception):
@@ -93,16 +35,6 @@ class Waiting(Exception):
         self.decision_id = decision_id
         super().__init__(f"decision {decision_id} is waiting: `coevo approve {decision_id}` or "
                          f"`coevo override {decision_id} --choice ...`")
-
-
-def train_sft(archive: Archive, init: str, dataset: str, name: str, profile: str, seed: int) -> tuple[Path, dict]:
-    """Fine-tune checkpoint `init` on a stored data set into the archive's checkpoints/NAME.
-    Returns the model directory and the recipe to register it with (the caller registers it, in the
-    transaction that records why it was trained)."""
-    prof = load_profile(profile)
-    job = SftJob(model_dir=archive.checkpoint(init)["path"], dataset=archive.dataset(dataset)["path"],
-                 output_dir=str(archive.files_dir / "checkpoints" / name), profile=prof, seed=seed)
-    return run_sft(job), {"profile": prof.model_dump(), "seed": seed}
 
 
 class RoundRunner:
@@ -237,12 +169,10 @@ class RoundRunner:
                    f"{sample['kept']} verified successes, fewer than sample.min_kept={self.cfg.sample.min_kept}")
             return self._finish(rid, "sft", {"checkpoint": cid, "trained": False, "why": why})
         hid = results["edit"]["harness"]
-        name = f"sft-r{rid}"
-        path, recipe = train_sft(self.archive, cid, sample["dataset"], name, self.cfg.profile, self.cfg.seed + rid)
+        (built,) = train(self.archive, [SftRequest(cid, sample["dataset"], f"sft-r{rid}", self.cfg.profile,
+                                                  self.cfg.seed + rid, harness=hid)])
         with self.archive.transaction():
-            new = self.archive.add_checkpoint(name=name, path=path, kind="sft", parents=[(cid, "init")],
-                                              harness_id=hid, dataset_id=sample["dataset"], round=rid,
-                                              recipe=recipe)
+            new = register(self.archive, built, round=rid)
             return self._finish(rid, "sft", {"checkpoint": new, "trained": True})
 
     def _evaluate(self, rid, results) -> dict:

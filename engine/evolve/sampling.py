@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.harness.runtime import run_episodes
 from engine.harness.spec import HarnessSpec
 from engine.jsonl import write_jsonl
+from engine.rollout import run_episodes
 from engine.tasks.base import Item, Task
 
 

@@ -11,7 +11,7 @@ import itertools
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,7 @@ from engine.archive import Archive, ArchiveError
 from engine.config import validate
 from engine.errors import InputError
 from engine.registry import Registry
+from engine.run_config import Editor, Gate, Inheritance, Mode, load_run_config
 
 Progress = Callable[..., None]  # progress(done, total=None, message=None)
 JOB_KINDS: Registry[Callable[[Archive, dict, Progress], dict]] = Registry("job kind")
@@ -43,8 +44,8 @@ def validate_args(archive: Archive, kind_name: str, args: dict) -> dict:
     """The job's arguments, checked and completed with defaults, as stored in its row."""
     try:
         fn = JOB_KINDS.get(kind_name)
-    except KeyError as e:
-        raise InputError(e.args[0], field="kind") from None
+    except InputError as e:
+        raise InputError(str(e), field="kind") from None
     parsed = validate(fn.args_model, args, path=f"{kind_name} job")
     return parsed.check(archive).model_dump(mode="json")
 
@@ -75,12 +76,11 @@ def _claim_name(archive: Archive, stem: str) -> str:
 # -- round ----------------------------------------------------------------------------------------
 class RoundArgs(JobArgs):
     rounds: int = Field(1, ge=1)
-    # the choices of `coevo run` (engine.evolve imports torch, so they are repeated here; a test keeps
-    # them equal); None keeps the run config's value
-    mode: Literal["coevo", "harness-only", "model-only", "no-inheritance"] | None = None
-    gate: Literal["auto", "require"] | None = None
-    inheritance: Literal["select", "merge", "latest", "fixed"] | None = None
-    editor: Literal["offline", "llm"] | None = None
+    # the choices of `coevo run`; None keeps the run config's value
+    mode: Mode | None = None
+    gate: Gate | None = None
+    inheritance: Inheritance | None = None
+    editor: Editor | None = None
     seed: int | None = None
     task: str | None = None        # picks the default round config assets/run/<task>.yaml
     run_config: str | None = None  # round config YAML (default assets/run/<task>.yaml)
@@ -97,7 +97,7 @@ class RoundArgs(JobArgs):
 @kind("round", RoundArgs)
 def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
     """N more rounds of co-evolution; a decision pending a person's approval ends the job early."""
-    from engine.evolve.rounds import STEPS, RoundRunner, Waiting, load_run_config
+    from engine.evolve.rounds import STEPS, RoundRunner, Waiting
     a = RoundArgs(**args)
     cfg = load_run_config(a.run_config, task=a.task, mode=a.mode, gate=a.gate, inheritance=a.inheritance,
                           editor=a.editor,
@@ -136,9 +136,11 @@ class EvalArgs(JobArgs):
         harness = _ref(archive.harness, "harness", self.harness, "harness")
         checkpoint = _ref(archive.checkpoint, "checkpoint", self.checkpoint, "checkpoint")
         try:
-            get_task(self.task, task_dir(archive, self.task)).split_path(self.split)
-        except KeyError as e:
-            raise InputError(e.args[0], field="task") from None
+            task = get_task(self.task, task_dir(archive, self.task))
+        except InputError as e:
+            raise InputError(str(e), field="task") from None
+        try:
+            task.split_path(self.split)
         except InputError as e:
             raise InputError(str(e), field="split") from None
         return self.model_copy(update={"harness": harness, "checkpoint": checkpoint})
@@ -185,14 +187,13 @@ class SftArgs(JobArgs):
 
 @kind("sft", SftArgs)
 def run_sft_job(archive: Archive, args: dict, progress: Progress) -> dict:
-    from engine.evolve.rounds import load_run_config, train_sft
+    from engine.checkpoints import SftRequest, register, train
     a = SftArgs(**args)
     profile = a.profile or load_run_config().profile
     name = _claim_name(archive, f"sft-{a.checkpoint}-{a.dataset}")
     progress(0, 1, f"training {name} (profile {profile}; ms-swift logs to its train.log)")
-    path, recipe = train_sft(archive, a.checkpoint, a.dataset, name, profile, a.seed)
-    cid = archive.add_checkpoint(name=name, path=path, kind="sft", parents=[(a.checkpoint, "init")],
-                                 harness_id=a.harness, dataset_id=a.dataset, recipe=recipe)
+    (built,) = train(archive, [SftRequest(a.checkpoint, a.dataset, name, profile, a.seed, harness=a.harness)])
+    cid = register(archive, built)
     progress(1, 1, f"registered {cid} {name}")
     return {"checkpoint": cid}
 
@@ -222,11 +223,11 @@ class MergeArgs(JobArgs):
 @kind("merge", MergeArgs)
 def run_merge_job(archive: Archive, args: dict, progress: Progress) -> dict:
     """A TIES merge registered as the `merge` inheritance policy registers one."""
-    from engine.train.merge import merge_checkpoints
+    from engine.checkpoints import merge, register
     a = MergeArgs(**args)
     name = _claim_name(archive, f"merge-{'-'.join(a.models)}")
     progress(0, 1, f"merging into {name}")
-    cid = merge_checkpoints(archive, a.models, a.base, name, density=a.density)
+    cid = register(archive, merge(archive, a.models, a.base, name, density=a.density))
     progress(1, 1, f"registered {cid} {name}")
     return {"checkpoint": cid}
 

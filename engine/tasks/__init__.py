@@ -19,6 +19,20 @@ def task_class(name: str) -> type[Task]:
     return TASKS.get(name)
 
 
+def benchmark_task(name: str) -> type[Task]:
+    """The task that owns a benchmark's official scorer, by task name or benchmark name (homebench)."""
+    _load_builtin()
+    for task in map(TASKS.get, TASKS.names()):
+        if name in (task.name, task.benchmark):
+            return task
+    return TASKS.get(name)  # unknown: an InputError that lists the known tasks
+
+
+def benchmark_names() -> list[str]:
+    _load_builtin()
+    return sorted(TASKS.get(n).benchmark for n in TASKS.names())
+
+
 def _load_builtin() -> None:
     # importing registers; kept lazy so `engine.tasks` stays cheap to import
     import engine.tasks.failure_attribution  # noqa: F401
@@ -26,4 +40,5 @@ def _load_builtin() -> None:
     import engine.tasks.smart_home  # noqa: F401
 
 
-__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task", "task_class", "task_names"]
+__all__ = ["TASKS", "Task", "Item", "Environment", "StepResult", "get_task", "task_class", "task_names", "benchmark_task",
+           "benchmark_names"]

@@ -1,4 +1,4 @@
-"""What a task (vertical) provides to the harness runtime."""
+"""What a task (vertical) provides to the rollout runtime."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,6 +39,7 @@ class Task:
     """A vertical. `options` everywhere are the harness's `task_options`: how this harness presents
     the task (how much of a trace, which schema view, which protocol); each task validates its own."""
     name: str = ""
+    benchmark: str = ""  # the official benchmark whose prediction files `coevo score` reads
     # the task_options a harness may set, with the values the offline editor tries
     option_space: dict[str, list] = {}
 
@@ -78,6 +79,16 @@ class Task:
 
     def score(self, items: list[Item], predictions: list[Any]) -> tuple[float, dict]:
         """(headline score, task metrics) of predictions aligned with items."""
+        raise NotImplementedError
+
+    @classmethod
+    def score_files(cls, gold, pred, **options) -> dict:
+        """The official metric of a prediction file against the benchmark's gold rows."""
+        raise NotImplementedError
+
+    @classmethod
+    def format_scores(cls, result: dict) -> str:
+        """`score_files`'s result as a table for the terminal."""
         raise NotImplementedError
 
     @classmethod

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from engine.harness.interfaces import get_interface
-from engine.harness.runtime import build_messages
 from engine.harness.spec import HarnessSpec
+from engine.rollout import build_messages
 from engine.tasks.base import Item, Task
 
 

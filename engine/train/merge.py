@@ -34,18 +34,6 @@ def run_ties(config: dict, out_dir) -> Path:
     return out
 
 
-def merge_checkpoints(archive, models: list[str], base: str, name: str, *, density: float = 0.5,
-                      round: int | None = None) -> str:
-    """TIES-merge archive checkpoints over `base` into checkpoints/<name>; register the result with
-    every parent (role 'model') and the base (role 'base'). Returns its id."""
-    recipe = ties_config([archive.checkpoint(c)["path"] for c in models], archive.checkpoint(base)["path"],
-                         density=density)
-    out = run_ties(recipe, archive.files_dir / "checkpoints" / name)
-    return archive.add_checkpoint(name=name, path=out, kind="merge", round=round,
-                                  parents=[(c, "model") for c in models] + [(base, "base")],
-                                  recipe={"mergekit": recipe, "base": base})
-
-
 def copy_generation_config(src, dst) -> None:
     """mergekit copies weights and tokenizer; the stop tokens live in generation_config.json."""
     src, dst = Path(src) / "generation_config.json", Path(dst) / "generation_config.json"

@@ -3,30 +3,20 @@ must parse as YAML with a `rationale` and a `spec` that validates as a HarnessSp
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.error
 import urllib.request
 
 import yaml
-from pydantic import BaseModel, Field
 
 from engine.errors import CoevoError, InputError
 from engine.evolve.editors import EDITORS, Edit
 from engine.harness.spec import HarnessSpec
+from engine.run_config import LlmConfig
 
 
 class EditorError(CoevoError):
     pass
-
-
-class LlmConfig(BaseModel):
-    base_url: str = Field(default_factory=lambda: os.environ.get("COEVO_LLM_BASE_URL", ""))
-    model: str = Field(default_factory=lambda: os.environ.get("COEVO_LLM_MODEL", ""))
-    api_key: str = Field(default_factory=lambda: os.environ.get("COEVO_LLM_API_KEY", ""), exclude=True,
-                         repr=False)  # never stored in the archive
-    timeout_s: float = 60.0
-    temperature: float = 0.7
 
 
 PROMPT = """You improve the harness of a small language-model agent: its system prompt, few-shot examples,

@@ -26,7 +26,7 @@ from engine.harness.interfaces import Call
 from engine.tasks import TASKS
 from engine.tasks.base import Environment, Item, StepResult, Task
 from engine.tasks.failure_attribution import generator
-from engine.tasks.failure_attribution.scorer import accuracy, grouped, hits
+from engine.tasks.failure_attribution.scorer import accuracy, grouped, hits, score_whowhen
 from engine.tasks.failure_attribution.traces import Trace, load_traces
 
 BLAME, NEXT, HALF = "blame", "next", "half"
@@ -131,6 +131,7 @@ class AttributionEnvironment(Environment):
 @TASKS.register("failure_attribution")
 class FailureAttributionTask(Task):
     name = "failure_attribution"
+    benchmark = "whowhen"
     option_space = {
         "protocol": ["all_at_once", "step_by_step", "binary_search"],
         "window": [4, 6, 10, 16],
@@ -239,6 +240,20 @@ class FailureAttributionTask(Task):
         overall, by_category = grouped(rows, [i.category for i in items]) if items else (accuracy([]), {})
         headline = (overall["agent_accuracy"] + overall["step_accuracy"]) / 2
         return headline, {**overall, "by_category": by_category}
+
+    @classmethod
+    def score_files(cls, gold, pred, *, rule: str = "exact", **_) -> dict:
+        return score_whowhen(gold, pred, rule=rule)
+
+    @classmethod
+    def format_scores(cls, result: dict) -> str:
+        lines = [f"Who&When, {result['rule']} match", f"{'':<24}{'n':>6}{'agent':>9}{'step':>9}"]
+        lines += [f"{name:<24}{m['n']:>6}{m['agent_accuracy']:>9.3f}{m['step_accuracy']:>9.3f}"
+                  for name, m in [*result["by_subfolder"].items(), ("overall", result["overall"])]]
+        lines += [f"not scored: {r}" for r in result["rejected"]]
+        if result["unknown_ids"]:
+            lines.append(f"predictions for unknown traces: {', '.join(result['unknown_ids'])}")
+        return "\n".join(lines)
 
     @classmethod
     def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:

@@ -32,7 +32,7 @@ from engine.tasks.rbac_sql.data import Row, load_rows
 from engine.tasks.rbac_sql.database import open_database
 from engine.tasks.rbac_sql.grants import role_grant_sql
 from engine.tasks.rbac_sql.guard import PermissionDenied, QueryResult, SqlError, run_guarded
-from engine.tasks.rbac_sql.scorer import SCORE_MAX_ROWS, aggregate, judge_row
+from engine.tasks.rbac_sql.scorer import SCORE_MAX_ROWS, aggregate, judge_row, score_rbac_files
 
 SQL, REFUSE = "sql", "refuse"
 FEEDBACK_ROWS = 3
@@ -116,6 +116,7 @@ class RbacSqlEnvironment(Environment):
 @TASKS.register("rbac_sql")
 class RbacSqlTask(Task):
     name = "rbac_sql"
+    benchmark = "rbac-sql"
     option_space = {"schema_view": ["role", "full"], "show_role": [True, False]}
 
     def split_path(self, split: str) -> Path:
@@ -193,6 +194,15 @@ class RbacSqlTask(Task):
             verdicts.append(judge_row(ctx.row, pred, ctx.spider_dir, gold_result=gold))
         metrics = aggregate([i.context.row for i in items], verdicts)
         return metrics["success"] or 0.0, metrics
+
+    @classmethod
+    def score_files(cls, gold, pred, *, spider: str | None = None, **_) -> dict:
+        return score_rbac_files(gold, pred, spider_dir=spider)
+
+    @classmethod
+    def format_scores(cls, result: dict) -> str:
+        return "\n".join(f"{k:<28}{v:.3f}" if isinstance(v, float) else f"{k:<28}{v}"
+                         for k, v in result.items() if not isinstance(v, (dict, list)))
 
     @classmethod
     def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:

@@ -13,7 +13,7 @@ from engine.tasks.base import Environment, Item, StepResult, Task
 from engine.tasks.smart_home import generator
 from engine.tasks.smart_home.catalog import DEVICES, param_names
 from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, Home, load_homes, load_rows
-from engine.tasks.smart_home.scorer import parse_operations, score_rows
+from engine.tasks.smart_home.scorer import parse_operations, score_homebench_files, score_rows
 
 ERROR = "error_input"
 _OP = re.compile(r"^(?P<name>[A-Za-z_][\w.]*)\((?P<args>.*)\)$")
@@ -78,6 +78,7 @@ class SmartHomeEnvironment(Environment):
 @TASKS.register("smart_home")
 class SmartHomeTask(Task):
     name = "smart_home"
+    benchmark = "homebench"
 
     def __init__(self, data_dir):
         super().__init__(data_dir)
@@ -135,6 +136,18 @@ class SmartHomeTask(Task):
     def score(self, items: list[Item], predictions: list) -> tuple[float, dict]:
         metrics = score_rows([i.gold for i in items], predictions, [i.category for i in items])
         return metrics["overall"]["success"] or 0.0, metrics
+
+    @classmethod
+    def score_files(cls, gold, pred, **_) -> dict:
+        return score_homebench_files(gold, pred)
+
+    @classmethod
+    def format_scores(cls, result: dict) -> str:
+        fmt = (lambda v: f"{v:.3f}" if v is not None else "-")
+        lines = [f"{'':<8}{'n':>6}{'success':>10}{'precision':>11}{'recall':>9}{'f1':>8}"]
+        lines += [f"{cat:<8}{m['n']:>6}{fmt(m['success']):>10}{fmt(m['precision']):>11}{fmt(m['recall']):>9}"
+                  f"{fmt(m['f1']):>8}" for cat, m in result.items()]
+        return "\n".join(lines)
 
     @classmethod
     def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:

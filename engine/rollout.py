@@ -1,4 +1,4 @@
-"""The harness runtime: many episodes at once, generation batched across episodes turn by turn,
+"""The rollout runtime: many episodes at once, generation batched across episodes turn by turn,
 every turn judged against the harness interface (a mismatch) and answered by the task's environment."""
 from __future__ import annotations
 

@@ -1,0 +1,75 @@
+"""Checkpoints the archive did not have: engine.train builds a model directory (SFT with ms-swift, a
+TIES merge with mergekit) and `register` records it with its parents, harness, data set and recipe.
+Every caller (init's roots, a round's SFT step, the SFT and merge jobs, the merge policy) goes through
+these, so a checkpoint is described the same way wherever it was made."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.archive import Archive
+from engine.train.merge import run_ties, ties_config
+from engine.train.sft import SftJob, TrainProfile, finish_sft, load_profile, start_sft
+
+
+@dataclass
+class Built:
+    """A model directory that engine.train made, with what the archive records about it."""
+    name: str
+    path: Path
+    kind: str                                # sft | merge
+    parents: list[tuple[str, str]]           # (checkpoint id, role: init | model | base)
+    recipe: dict
+    harness_id: str | None = None            # trained under this harness
+    dataset_id: str | None = None            # on this data set
+
+
+@dataclass
+class SftRequest:
+    """Fine-tune checkpoint `parent` on the archive's data set `dataset` into checkpoints/NAME."""
+    parent: str
+    dataset: str
+    name: str
+    profile: str | TrainProfile
+    seed: int = 0
+    harness: str | None = None
+    extra: dict = field(default_factory=dict)  # more SftJob fields (model_type, template)
+
+    def job(self, archive: Archive) -> SftJob:
+        profile = self.profile if isinstance(self.profile, TrainProfile) else load_profile(self.profile)
+        return SftJob(model_dir=archive.checkpoint(self.parent)["path"], dataset=archive.dataset(self.dataset)["path"],
+                      output_dir=str(archive.files_dir / "checkpoints" / self.name), profile=profile, seed=self.seed,
+                      **self.extra)
+
+
+def train(archive: Archive, requests: list[SftRequest]) -> list[Built]:
+    """Run the SFTs (one ms-swift worker process each), as many at once as the cores allow: a worker
+    with fewer cores than its profile's threads runs many times slower. What they built, in order."""
+    jobs = [r.job(archive) for r in requests]
+    cores = os.cpu_count() or 1
+    width = max(1, cores // max(1, min((j.profile.threads or cores) for j in jobs))) if jobs else 1
+    built = []
+    for start in range(0, len(jobs), width):
+        batch = list(zip(requests[start:start + width], jobs[start:start + width]))
+        running = [start_sft(j) for _, j in batch]
+        built += [Built(r.name, finish_sft(j, proc), "sft", [(r.parent, "init")],
+                        {"profile": j.profile.model_dump(), "seed": r.seed}, r.harness, r.dataset)
+                  for (r, j), proc in zip(batch, running)]
+    return built
+
+
+def merge(archive: Archive, models: list[str], base: str, name: str, *, density: float = 0.5) -> Built:
+    """TIES-merge archive checkpoints over `base` into checkpoints/NAME."""
+    recipe = ties_config([archive.checkpoint(c)["path"] for c in models], archive.checkpoint(base)["path"],
+                         density=density)
+    out = run_ties(recipe, archive.files_dir / "checkpoints" / name)
+    return Built(name, out, "merge", [(c, "model") for c in models] + [(base, "base")],
+                 {"mergekit": recipe, "base": base})
+
+
+def register(archive: Archive, built: Built, *, round: int | None = None) -> str:
+    """Record a built checkpoint; its id."""
+    return archive.add_checkpoint(name=built.name, path=built.path, kind=built.kind, parents=built.parents,
+                                  harness_id=built.harness_id, dataset_id=built.dataset_id, round=round,
+                                  recipe=built.recipe)

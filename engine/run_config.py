@@ -1,0 +1,92 @@
+"""The configuration of a run of rounds, declared once: its fields, and the choices of mode, approval
+gate, inheritance policy and harness editor that the CLI, the job arguments and the Jobs page offer.
+
+Torch-free, so that the dashboard can read the choices without loading the ML stack; the policies and
+editors that the choices name are registered in `engine.evolve` (a test keeps both lists equal)."""
+from __future__ import annotations
+
+import os
+from typing import Literal, get_args
+
+from pydantic import BaseModel, Field
+
+from engine import ASSETS
+from engine.config import load_yaml, validate
+from engine.models import BackendSpec
+
+Mode = Literal["coevo", "harness-only", "model-only", "no-inheritance"]
+Gate = Literal["auto", "require"]                        # auto settles decisions; require waits for a person
+Inheritance = Literal["select", "merge", "latest", "fixed"]
+Editor = Literal["offline", "llm"]
+
+MODES: dict[str, dict] = {  # what each mode lets move: the harness (edit), the model (train), how it inherits
+    "coevo": {"edit": True, "train": True, "inherit": None},
+    "harness-only": {"edit": True, "train": False, "inherit": "fixed"},
+    "model-only": {"edit": False, "train": True, "inherit": "latest"},
+    "no-inheritance": {"edit": True, "train": True, "inherit": "latest"},
+}
+assert set(MODES) == set(get_args(Mode))
+
+
+def choices(name: str) -> list[str]:
+    """The allowed values of a run setting: "mode", "gate", "inheritance" or "editor"."""
+    return list(get_args({"mode": Mode, "gate": Gate, "inheritance": Inheritance, "editor": Editor}[name]))
+
+
+CHOICE_FIELDS = ("mode", "gate", "inheritance", "editor")
+
+
+class SampleConfig(BaseModel):
+    k: int = 4
+    temperature: float = 1.0
+    tasks: int = 200
+    min_kept: int = 16  # fewer verified successes than this: no SFT (a few steps on a handful of rows
+                        # at the profile's learning rate wreck the format more than they teach)
+    max_share: float = Field(1.0, ge=0.5, le=1.0)  # the most one item category may make of the kept rows
+
+
+class ProbeConfig(BaseModel):
+    items: int = 24
+    stage1: int = 8
+    contenders: int = 2
+
+
+class LlmConfig(BaseModel):
+    """The OpenAI-compatible endpoint of the LLM harness editor."""
+    base_url: str = Field(default_factory=lambda: os.environ.get("COEVO_LLM_BASE_URL", ""))
+    model: str = Field(default_factory=lambda: os.environ.get("COEVO_LLM_MODEL", ""))
+    api_key: str = Field(default_factory=lambda: os.environ.get("COEVO_LLM_API_KEY", ""), exclude=True,
+                         repr=False)  # never stored in the archive
+    timeout_s: float = 60.0
+    temperature: float = 0.7
+
+
+class RunConfig(BaseModel):
+    task: str = "smart_home"
+    split: str = "dev"
+    mode: Mode = "coevo"
+    inheritance: Inheritance = "select"  # the policy co-evolution uses
+    editor: Editor = "offline"
+    gate: Gate = "auto"
+    seed: int = 0
+    start_harness: str = "smart_home-json"
+    start_checkpoint: str = "root-json"
+    sample: SampleConfig = SampleConfig()
+    probe: ProbeConfig = ProbeConfig()
+    eval_limit: int | None = None
+    profile: str = "cpu"
+    backend: BackendSpec = BackendSpec()  # the engine every probe, sample and evaluation of the run uses
+    llm: LlmConfig = LlmConfig()
+
+
+def load_run_config(path=None, task: str | None = None, brain: str | None = None, **overrides) -> RunConfig:
+    """A config file, or the task's default: assets/run/<task>.yaml, or with a brain its preset
+    assets/run/<task>-<brain>.yaml (smart_home when no task is named). Overrides that are None keep
+    the file's value; the others are validated like the file."""
+    default = ASSETS / "run" / (f"{task or 'smart_home'}-{brain}.yaml" if brain else f"{task or 'smart_home'}.yaml")
+    cfg = load_yaml(RunConfig, path or default)
+    update = {k: v for k, v in overrides.items() if v is not None}
+    if not update:
+        return cfg
+    data = {**cfg.model_dump(exclude={"llm"}), "llm": cfg.llm, **update}  # the API key never leaves memory
+    return validate(RunConfig, data, path=path or default)
