@@ -15,13 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import engine.checkpoints as checkpoints  # noqa: E402
 import engine.evolve.rounds as rounds  # noqa: E402
-import engine.train.merge as merge  # noqa: E402
 from engine.archive import Archive  # noqa: E402
 from engine.evaluate import evaluate_seed_matrix  # noqa: E402
 from engine.evolve.ablate import copy_archive  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
 from engine.models.transformers_backend import TransformersBackend  # noqa: E402
+from engine.run_config import load_run_config  # noqa: E402
 
 SPENT: dict[str, float] = defaultdict(float)
 
@@ -48,11 +49,10 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="round-bench-"))
         archive = copy_archive(src, work / "archive.db")
     TransformersBackend.generate = timed("generation (transformers)", TransformersBackend.generate)
-    rounds.run_sft = timed("SFT (ms-swift worker)", rounds.run_sft)
-    original_run_ties = merge.run_ties
-    merge.run_ties = timed("merge (mergekit)", original_run_ties)
+    checkpoints.finish_sft = timed("SFT (ms-swift worker)", checkpoints.finish_sft)  # waits for the worker
+    checkpoints.run_ties = timed("merge (mergekit)", checkpoints.run_ties)
 
-    cfg = rounds.load_run_config(inheritance=args.inheritance)
+    cfg = load_run_config(inheritance=args.inheritance)
     runner = rounds.RoundRunner(archive, cfg, log=lambda m: None)
     t0 = time.perf_counter()
     rid = archive.open_round(cfg.mode, cfg.model_dump(mode="json"))["id"]

@@ -25,8 +25,9 @@ sys.path.insert(0, str(REPO))
 
 from engine.archive import Archive  # noqa: E402
 from engine.evaluate import evaluate, evaluate_seed_matrix  # noqa: E402
-from engine.evolve.rounds import RoundRunner, load_run_config  # noqa: E402
+from engine.evolve.rounds import RoundRunner  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
+from engine.run_config import load_run_config  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"

@@ -163,7 +163,8 @@ def round_archive(archive, home_data):
 
 
 def _edit_round(archive, llm):
-    from engine.evolve.rounds import RoundRunner, load_run_config
+    from engine.evolve.rounds import RoundRunner
+    from engine.run_config import load_run_config
     cfg = load_run_config(editor="llm").model_copy(update={"llm": llm})
     runner = RoundRunner(archive, cfg, log=lambda m: None)
     rid = archive.open_round(cfg.mode, {})["id"]
