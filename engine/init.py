@@ -93,14 +93,12 @@ class Init:
         self._gold: dict[str, list[dict]] = {}
 
     def run(self, base_model=None) -> dict:
-        self.data()
-        self.harnesses()
-        if base_model is not None:  # a local model, registered as it is: no roots
+        # a local model is registered as it is: it gets no roots
+        for step in INIT_STEPS if base_model is None else INIT_STEPS[:2]:
+            getattr(self, step)()
+        if base_model is not None:
             name = register_base_model(self.archive, base_model, self.log)
             self.log(f"base model {name}: {self.archive.checkpoint(name)['id']}")
-        else:
-            self.base()
-            self.roots()
         return {"harnesses": {n: h for n, (h, _) in self.specs.items()},
                 "checkpoints": {c["name"]: c["id"] for c in self.archive.checkpoints()}}
 
