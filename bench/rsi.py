@@ -49,6 +49,19 @@ def stratified(items, limit: int | None):
     return mixed[:limit]
 
 
+def step_seconds(archive, rnd: dict) -> dict[str, float]:
+    """Each step's wall time from the archive's timestamps (so a resumed run reports them too)."""
+    from datetime import datetime
+    rows = archive.query("SELECT step, finished_at FROM round_steps WHERE round_id = ? ORDER BY finished_at",
+                         (rnd["id"],))
+    out, last = {}, datetime.fromisoformat(rnd["created_at"])
+    for r in rows:
+        at = datetime.fromisoformat(r["finished_at"])
+        out[r["step"]] = round((at - last).total_seconds(), 1)
+        last = at
+    return out
+
+
 def best(rows: list[dict]) -> dict:
     return max(rows, key=lambda e: (e["score"], -e["timr"], e["id"]))
 
@@ -85,26 +98,18 @@ def main() -> None:
     config = load_init_config(task=args.task, brain=args.brain)
     cfg = load_run_config(task=args.task, brain=args.brain)
     t0 = time.perf_counter()
-    step_times: dict[tuple[int, str], float] = {}
-    mark = [time.perf_counter()]
-
-    def on_step(rid, step):
-        now = time.perf_counter()
-        step_times.setdefault((rid, step), now - mark[0])
-        mark[0] = now
-
     with Archive(path) as archive:
         log = lambda m: print(m, flush=True)  # noqa: E731
         init(archive, config, log=log)
         t_init = time.perf_counter() - t0
         evaluate_seed_matrix(archive, config.task, cfg.split, backend_spec=cfg.backend, log=log)
         t_seeds = time.perf_counter() - t0 - t_init
-        mark[0] = time.perf_counter()
-        RoundRunner(archive, cfg, log=log, on_step=on_step).run(args.rounds)
+        RoundRunner(archive, cfg, log=log).run(args.rounds)
         t_rounds = time.perf_counter() - t0 - t_init - t_seeds
 
         dev = [e for e in archive.evaluations() if e["task"] == cfg.task and e["split"] == cfg.split]
-        seeds = [e for e in dev if e["round"] is None]
+        seed_ids = {h["id"] for h in archive.harnesses(cfg.task) if h["creator"] == "seed"}
+        seeds = [e for e in dev if e["round"] is None and e["harness"] in seed_ids]
         rounds = []
         for r in archive.rounds():
             if r["state"] != "done":
@@ -113,8 +118,7 @@ def main() -> None:
             rounds.append(dict(round=r["id"], harness=ev["harness"], checkpoint=ev["checkpoint"], score=ev["score"],
                                timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] if sft["trained"] else 0,
                                evaluation=ev["evaluation"],
-                               steps={s: round(step_times.get((r["id"], s), float("nan")), 1)
-                                      for s in ("curate", "edit", "inherit", "sample", "sft", "evaluate")}))
+                               steps=step_seconds(archive, r)))
         seed_best = best(seeds)
         coevo_best = best([e for e in dev if e["id"] in {r["evaluation"] for r in rounds}]) if rounds else seed_best
 
