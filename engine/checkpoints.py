@@ -5,12 +5,12 @@ these, so a checkpoint is described the same way wherever it was made."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.archive import Archive
 from engine.train.merge import run_ties, ties_config
-from engine.train.sft import SftJob, TrainProfile, finish_sft, load_profile, start_sft
+from engine.train.sft import SftJob, finish_sft, load_profile, start_sft
 
 
 @dataclass
@@ -31,16 +31,14 @@ class SftRequest:
     parent: str
     dataset: str
     name: str
-    profile: str | TrainProfile
+    profile: str  # a profile name or YAML path
     seed: int = 0
     harness: str | None = None
-    extra: dict = field(default_factory=dict)  # more SftJob fields (model_type, template)
 
     def job(self, archive: Archive) -> SftJob:
-        profile = self.profile if isinstance(self.profile, TrainProfile) else load_profile(self.profile)
         return SftJob(model_dir=archive.checkpoint(self.parent)["path"], dataset=archive.dataset(self.dataset)["path"],
-                      output_dir=str(archive.files_dir / "checkpoints" / self.name), profile=profile, seed=self.seed,
-                      **self.extra)
+                      output_dir=str(archive.files_dir / "checkpoints" / self.name),
+                      profile=load_profile(self.profile), seed=self.seed)
 
 
 def train(archive: Archive, requests: list[SftRequest]) -> list[Built]:

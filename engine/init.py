@@ -136,7 +136,7 @@ class Init:
                                     recipe={"tiny": c.model.model_dump(), "task": c.task})
 
     def roots(self) -> None:
-        """Fine-tune the base on gold conversations under each root's harness, all roots at once."""
+        """Fine-tune the base on gold conversations under each root's harness (as many at once as the cores allow)."""
         c = self.config
         base = self.archive.checkpoint(c.base_name)["id"]
         requests = []

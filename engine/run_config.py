@@ -28,12 +28,13 @@ MODES: dict[str, dict] = {  # what each mode lets move: the harness (edit), the 
 assert set(MODES) == set(get_args(Mode))
 
 
+CHOICES = {"mode": Mode, "gate": Gate, "inheritance": Inheritance, "editor": Editor}
+CHOICE_FIELDS = tuple(CHOICES)
+
+
 def choices(name: str) -> list[str]:
     """The allowed values of a run setting: "mode", "gate", "inheritance" or "editor"."""
-    return list(get_args({"mode": Mode, "gate": Gate, "inheritance": Inheritance, "editor": Editor}[name]))
-
-
-CHOICE_FIELDS = ("mode", "gate", "inheritance", "editor")
+    return list(get_args(CHOICES[name]))
 
 
 class SampleConfig(BaseModel):
