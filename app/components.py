@@ -5,7 +5,8 @@ import os
 
 import streamlit as st
 
-from app import data, figures
+from app import data
+from engine import figures
 
 
 def chart(fig, name: str, *, key: str | None = None, select: bool = False):

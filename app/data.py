@@ -74,6 +74,36 @@ def matrix(task: str, split: str) -> dict:
     return view("matrix", task, split)
 
 
+def co_lineage(task: str, split: str) -> dict:
+    return view("co_lineage", task, split)
+
+
+def live() -> dict | None:
+    return view("live")
+
+
+def tasks() -> list[str]:
+    """The tasks the archive holds harnesses of."""
+    return view("tasks")
+
+
+def steering(task: str | None) -> dict:
+    """What steers the next round (read uncached: a person acts on it)."""
+    from engine.evolve.steering import state
+    with Archive(archive_path(), readonly=True) as a:
+        return state(a, task)
+
+
+def report_html() -> str:
+    from engine.report import build_report
+    with Archive(archive_path(), readonly=True) as a:
+        return build_report(a)
+
+
+def newest_evaluation() -> int | None:
+    return view("newest_evaluation")
+
+
 def evaluation(eid: int) -> dict:
     return view("evaluation", eid)
 

@@ -8,6 +8,7 @@ PAGES = {  # key -> (file, title, icon)
     "heatmaps": ("../pages/heatmaps.py", "Heatmaps", ":material/grid_on:"),
     "trajectories": ("../pages/trajectories.py", "Trajectories", ":material/timeline:"),
     "decisions": ("../pages/decisions.py", "Decisions", ":material/gavel:"),
+    "steer": ("../pages/steer.py", "Steer", ":material/tune:"),
     "jobs": ("../pages/jobs.py", "Jobs", ":material/play_circle:"),
     "compare": ("../pages/compare.py", "Compare", ":material/compare_arrows:"),
 }

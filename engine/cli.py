@@ -132,8 +132,40 @@ def print_matrix(archive: Archive, task: str, split: str) -> None:
 
 
 def cmd_matrix(args) -> None:
-    with _archive(args, readonly=True) as archive:
+    if not args.fill:
+        with _archive(args, readonly=True) as archive:
+            print_matrix(archive, args.task, args.split)
+        return
+    from engine.matrix import fill, fill_settings
+    with _archive(args) as archive:
+        backend, limit = fill_settings(archive, args.task)
+        r = fill(archive, args.task, args.split, args.top, limit=limit, backend_spec=backend, log=print)
+        print(f"filled: {len(r['evaluated'])} pairs evaluated, {r['skipped']} already were")
         print_matrix(archive, args.task, args.split)
+
+
+def cmd_steer(args) -> None:
+    from engine.evolve import steering
+    with _archive(args) as archive:
+        if args.act == "harness":
+            from pathlib import Path
+            path = Path(args.target)
+            if not path.is_file():
+                raise InputError("file not found", path=path)
+            d = steering.submit_harness(archive, path.read_text(encoding="utf-8"), by=args.by, why=args.why,
+                                        parent=args.parent, source=str(path))
+            print(f"decision {d['id']}: harness {d['choice']} is the next round's candidate ({args.by})")
+        else:
+            d = getattr(steering, args.act)(archive, args.target, by=args.by, why=args.why)
+            print(f"decision {d['id']}: {args.act} {d['choice']} by {d['decided_by']}")
+
+
+def cmd_pause(args) -> None:
+    from engine.evolve import steering
+    with _archive(args) as archive:
+        d = getattr(steering, args.command)(archive, by=args.by, why=args.why)
+        print(f"decision {d['id']}: {args.command}d by {d['decided_by']}"
+              + (" (runs stop before their next step)" if args.command == "pause" else ""))
 
 
 def cmd_status(args) -> None:
@@ -238,8 +270,15 @@ def _progress(args):
 
 def cmd_dashboard(args) -> None:
     from engine.dashboard import load_dashboard_config, serve
-    cfg = load_dashboard_config(args.config, host=args.host, port=args.port)
+    cfg = load_dashboard_config(args.config, host=args.host, port=args.port, present=args.present or None)
     serve(args.archive, cfg)
+
+
+def cmd_report(args) -> None:
+    from engine.report import write_report
+    with _archive(args, readonly=True) as archive:
+        out = write_report(archive, args.out)
+    print(f"report: {out} ({out.stat().st_size / 2**20:.1f} MiB, self-contained)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -304,9 +343,28 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data", help="the task's data folder (default: the archive's generated data)")
     sp.add_argument("--limit", type=int)
 
-    sp = command("matrix", cmd_matrix, "print the score/TIMR matrix of harnesses x checkpoints")
+    sp = command("matrix", cmd_matrix, "print the score/TIMR matrix of harnesses x checkpoints; --fill "
+                                       "evaluates every pair of the top harnesses x top checkpoints")
     sp.add_argument("--task", default="smart_home")
     sp.add_argument("--split", default="dev")
+    sp.add_argument("--fill", action="store_true", help="evaluate the missing pairs of the top K x top K (and "
+                                                        "the newest round's pair) in full")
+    sp.add_argument("--top", type=int, default=4, help="K: harnesses and checkpoints by best score (default 4)")
+
+    def who(sp):
+        sp.add_argument("--by", default=os.environ.get("USER", "person"), help="who acts (for the audit trail)")
+        sp.add_argument("--why", help="why (for the audit trail)")
+
+    sp = command("steer", cmd_steer, "steer the next round: enter a harness, pin a checkpoint, exclude or "
+                                     "include one for inheritance")
+    sp.add_argument("act", choices=["harness", "pin", "exclude", "include"])
+    sp.add_argument("target", help="harness: a harness YAML file; else a checkpoint id or name")
+    sp.add_argument("--parent", help="harness: the harness it was edited from")
+    who(sp)
+    for name in ("pause", "resume"):
+        sp = command(name, cmd_pause, "pause runs of the archive before their next step" if name == "pause"
+                     else "let paused runs go on")
+        who(sp)
 
     sp = command("status", cmd_status, "summarize the archive")
     sp.add_argument("--json", action="store_true")
@@ -335,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the dashboard starts the same jobs.")
     jobs = sp.add_subparsers(dest="job_command", required=True)
     sp = command("start", cmd_job_start, "start a job and return at once", under=jobs)
-    sp.add_argument("kind", help="round, eval, sft, merge or sleep")
+    sp.add_argument("kind", help="round, eval, sft, merge, matrix or sleep")
     sp.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                     help="a job argument, repeatable; the value is read as JSON when it parses "
                          "(limit=4, models='[\"c2\",\"c3\"]'), else as a string")
@@ -352,7 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = command("dashboard", cmd_dashboard, "serve the Streamlit dashboard over the archive")
     sp.add_argument("--host", help="address to bind (default 127.0.0.1; beyond loopback a token is required)")
     sp.add_argument("--port", type=int, help="port (default 8501)")
-    sp.add_argument("--config", help="dashboard config YAML: host, port, token (or $COEVO_DASHBOARD_TOKEN)")
+    sp.add_argument("--config", help="dashboard config YAML: host, port, token (or $COEVO_DASHBOARD_TOKEN), present")
+    sp.add_argument("--present", action="store_true", help="presentation mode: no developer toolbar")
+
+    sp = command("report", cmd_report, "write one self-contained HTML report of the run (works offline)")
+    sp.add_argument("--out", default="report.html", help="the HTML file to write (default report.html)")
     return p
 
 

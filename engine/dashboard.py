@@ -22,6 +22,7 @@ class DashboardConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8501
     token: str | None = None  # required when host is not a loopback address
+    present: bool = False     # presentation mode: Streamlit's developer toolbar hidden
 
 
 def load_dashboard_config(path=None, **overrides) -> DashboardConfig:
@@ -50,7 +51,7 @@ def command(archive: Path, cfg: DashboardConfig) -> tuple[list[str], dict]:
         raise CoevoError(f"{archive}: no archive here (run `coevo run` first)")
     cmd = [sys.executable, "-m", "streamlit", "run", str(ENTRY), "--server.headless", "true",
            "--server.address", cfg.host, "--server.port", str(cfg.port), "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+           "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal" if cfg.present else "auto"]
     env = {**os.environ, "COEVO_ARCHIVE": str(Path(archive).resolve())}
     env.pop(TOKEN_ENV, None)
     if cfg.token:

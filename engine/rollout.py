@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from engine.harness.interfaces import Call, ParseError, get_interface
+from engine.harness.interfaces import MISMATCH_KINDS, Call, ParseError, get_interface
 from engine.harness.spec import HarnessSpec
 from engine.tasks.base import Item, Task
 
@@ -21,6 +22,7 @@ class Turn:
     parse_error: str | None
     feedback: str
     reward: float
+    mismatch_kind: str | None = None  # one of MISMATCH_KINDS when parse_error is set
 
     @property
     def mismatch(self) -> bool:
@@ -55,18 +57,20 @@ def build_messages(spec: HarnessSpec, task: Task, item: Item) -> list[dict]:
     return messages
 
 
-def judge(spec: HarnessSpec, task: Task, item: Item, output: str) -> tuple[list[Call] | None, str | None]:
-    """(calls, None) when the output honours the interface and tool schema, else (None, why not)."""
+def judge(spec: HarnessSpec, task: Task, item: Item, output: str
+          ) -> tuple[list[Call] | None, str | None, str | None]:
+    """(calls, None, None) when the output honours the interface and tool schema, else (None, why not,
+    which of MISMATCH_KINDS)."""
     interface = get_interface(spec.interface.name)
     try:
         calls = interface.parse(output, strict=spec.strict)
     except ParseError as e:
-        return None, str(e)
+        return None, str(e), e.kind
     for call in calls:
         reason = task.check_call(call, item)
-        if reason:
-            return None, reason
-    return calls, None
+        if reason:  # every task names a call outside its tool set "unknown tool ..."
+            return None, reason, "unknown tool" if reason.startswith("unknown tool") else "wrong arguments"
+    return calls, None, None
 
 
 def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k: int = 1,
@@ -85,12 +89,12 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
                                    max_new_tokens=spec.sampling.max_new_tokens)
         last_turn = turn_no == spec.loop.max_turns - 1
         for e, prompt, (text, ntok) in zip(live, prompts, outputs):
-            calls, error = judge(spec, task, e.item, text)
+            calls, error, kind = judge(spec, task, e.item, text)
             e.messages.append({"role": "assistant", "content": text})
             if calls is None:
                 retry = spec.loop.retry_on_parse_error and not last_turn
                 feedback = spec.loop.retry_message.format(error=error) if retry else ""
-                e.turns.append(Turn(prompt, text, ntok, None, error, feedback, 0.0))
+                e.turns.append(Turn(prompt, text, ntok, None, error, feedback, 0.0, kind))
                 if retry:
                     e.messages.append({"role": "user", "content": feedback})
                 else:
@@ -114,9 +118,11 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
 def summarize(episodes: list[Episode]) -> dict:
     turns = sum(len(e.turns) for e in episodes)
     mismatched = sum(e.mismatched_turns for e in episodes)
+    kinds = Counter(t.mismatch_kind for e in episodes for t in e.turns if t.mismatch)
     return {"episodes": len(episodes), "turns": turns, "mismatched_turns": mismatched,
             "timr": mismatched / turns if turns else 0.0,
-            "tokens": sum(t.tokens for e in episodes for t in e.turns)}
+            "tokens": sum(t.tokens for e in episodes for t in e.turns),
+            "mismatch_kinds": {k: kinds[k] for k in MISMATCH_KINDS if kinds[k]}}
 
 
 def episode_rows(episodes: list[Episode]) -> tuple[list[dict], list[dict]]:

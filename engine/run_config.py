@@ -27,6 +27,8 @@ MODES: dict[str, dict] = {  # what each mode lets move: the harness (edit), the 
 }
 assert set(MODES) == set(get_args(Mode))
 
+STEPS = ("curate", "edit", "inherit", "sample", "sft", "evaluate")  # a round's steps, in order
+
 
 CHOICES = {"mode": Mode, "gate": Gate, "inheritance": Inheritance, "editor": Editor}
 CHOICE_FIELDS = tuple(CHOICES)

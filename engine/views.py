@@ -9,17 +9,23 @@ import json
 
 import yaml
 
-from engine.archive import Archive
+from engine.archive import Archive, probe_split
 from engine.archive.lineage import checkpoint_dag, harness_dag, layered_positions, neighbourhood
+from engine.run_config import STEPS
 from engine.sorting import natural_key
 
 METRICS = ("score", "timr")
 
 
+def tasks(a: Archive) -> list[str]:
+    return [r["task"] for r in a.query("SELECT DISTINCT json_extract(spec, '$.task') AS task FROM harnesses "
+                                       "WHERE task IS NOT NULL ORDER BY task")]
+
+
 def task_splits(a: Archive) -> list[dict]:
     """Every (task, split) with evaluations, the most evaluated first."""
-    return a.query("SELECT task, split, COUNT(*) AS evaluations FROM evaluations GROUP BY task, split "
-                   "ORDER BY evaluations DESC, task, split")
+    return a.query("SELECT task, split, COUNT(*) AS evaluations FROM evaluations WHERE split NOT LIKE '%:probe' "
+                   "GROUP BY task, split ORDER BY evaluations DESC, task, split")
 
 
 # -- overview ------------------------------------------------------------------------------------
@@ -31,12 +37,32 @@ def overview(a: Archive) -> dict:
         "(SELECT COALESCE(SUM(mismatched_turns), 0) FROM evaluations) AS mismatched_turns")[0]
     return {
         "totals": totals,
+        "live": live(a),
         "rounds": rounds(a),
         "best": best_pairs(a),
         "pending": [_decision(d) for d in a.query("SELECT * FROM decisions WHERE status = 'proposed' ORDER BY id")],
         "jobs": a.query("SELECT id, kind, state, progress, total, message, created_at FROM jobs "
                         "WHERE state IN ('queued', 'running') ORDER BY id DESC"),
     }
+
+
+def live(a: Archive) -> dict | None:
+    """The round in progress: its steps done, the step it is at, the job that runs it, and a person's
+    pause in force; None when no round is open."""
+    open_ = a.query("SELECT id, mode, created_at FROM rounds WHERE state != 'done' ORDER BY id LIMIT 1")
+    if not open_:
+        return None
+    r = open_[0]
+    done = {s["step"] for s in a.query("SELECT step FROM round_steps WHERE round_id = ? AND state = 'done'",
+                                       (r["id"],))}
+    current = next((s for s in STEPS if s not in done), None)
+    job = a.query("SELECT id, state, progress, total, message FROM jobs WHERE kind = 'round' "
+                  "AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1")
+    pause = a.query("SELECT kind, decided_by, comment, decided_at FROM decisions WHERE status = 'steer' "
+                    "AND kind IN ('pause', 'resume') ORDER BY id DESC LIMIT 1")
+    return {**r, "steps": [{"step": s, "done": s in done} for s in STEPS], "current": current,
+            "done": len(done), "total": len(STEPS), "job": job[0] if job else None,
+            "paused": pause[0] if pause and pause[0]["kind"] == "pause" else None}
 
 
 def rounds(a: Archive) -> list[dict]:
@@ -58,7 +84,7 @@ def best_pairs(a: Archive) -> list[dict]:
     return a.query(
         "SELECT task, split, harness_id AS harness, checkpoint_id AS checkpoint, id AS evaluation, score, timr "
         "FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY task, split ORDER BY score DESC, timr ASC, id) AS rank "
-        "FROM evaluations) WHERE rank = 1 ORDER BY task, split")
+        "FROM evaluations WHERE split NOT LIKE '%:probe') WHERE rank = 1 ORDER BY task, split")
 
 
 # -- lineage -------------------------------------------------------------------------------------
@@ -144,18 +170,123 @@ def checkpoint_detail(a: Archive, cid: str) -> dict:
 
 # -- heatmaps ------------------------------------------------------------------------------------
 def matrix(a: Archive, task: str, split: str) -> dict:
-    """The newest evaluation of every (harness, checkpoint) pair, with row and column labels."""
-    cells = a.matrix(task, split)
+    """The newest full evaluation of every (harness, checkpoint) pair, and the newest inheritance probe
+    of every pair without one (marked `probe`, with its n); rows and columns in lineage order and in
+    score order."""
+    cells = _cells(a, task, split, probe=False)
+    full = {(c["harness"], c["checkpoint"]) for c in cells}
+    cells += [c for c in _cells(a, task, probe_split(split), probe=True) if (c["harness"], c["checkpoint"]) not in full]
     names_h = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM harnesses")}
     names_c = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM checkpoints")}
-    rows = sorted({c["harness"] for c in cells}, key=natural_key)
-    cols = sorted({c["checkpoint"] for c in cells}, key=natural_key)
+    rows = {c["harness"] for c in cells}
+    cols = {c["checkpoint"] for c in cells}
     return {"task": task, "split": split, "cells": cells,
-            "harnesses": [{"id": h, "name": names_h.get(h, h)} for h in rows],
-            "checkpoints": [{"id": c, "name": names_c.get(c, c)} for c in cols]}
+            "harnesses": [{"id": h, "name": names_h.get(h, h)} for h in sorted(rows, key=natural_key)],
+            "checkpoints": [{"id": c, "name": names_c.get(c, c)} for c in sorted(cols, key=natural_key)],
+            "orders": {"lineage": {"rows": lineage_order(harness_dag(a), rows),
+                                   "cols": lineage_order(checkpoint_dag(a), cols)},
+                       "score": {"rows": _by_score(cells, "harness", rows),
+                                 "cols": _by_score(cells, "checkpoint", cols)}}}
+
+
+def _cells(a: Archive, task: str, split: str, *, probe: bool) -> list[dict]:
+    rows = a.query(
+        "SELECT e.harness_id AS harness, e.checkpoint_id AS checkpoint, e.id, e.score, e.timr, e.episodes AS n, "
+        "e.mismatch_kinds AS kinds FROM evaluations e JOIN (SELECT MAX(id) AS id FROM evaluations "
+        "WHERE task = ? AND split = ? GROUP BY harness_id, checkpoint_id) m ON m.id = e.id", (task, split))
+    for r in rows:
+        r["probe"] = probe
+        r["kinds"] = json.loads(r["kinds"])
+    return rows
+
+
+def lineage_order(dag, keep: set[str]) -> list[str]:
+    """The nodes of `keep` in lineage order: each root, then its descendants depth first (children by id)."""
+    import networkx as nx
+    order, seen = [], set()
+    for root in sorted((n for n in dag if dag.in_degree(n) == 0), key=natural_key):
+        for n in nx.dfs_preorder_nodes(dag, root, sort_neighbors=lambda ns: sorted(ns, key=natural_key)):
+            if n not in seen:
+                seen.add(n)
+                order.append(n)
+    return [n for n in order if n in keep] + sorted(keep - seen, key=natural_key)
+
+
+def _by_score(cells: list[dict], key: str, ids: set[str]) -> list[str]:
+    """Best full score first (probe-only rows after), then by id."""
+    best: dict[str, float] = {}
+    for c in cells:
+        if not c["probe"]:
+            best[c[key]] = max(best.get(c[key], -1.0), c["score"])
+    return sorted(ids, key=lambda i: (-best.get(i, -1.0), natural_key(i)))
+
+
+# -- co-lineage ----------------------------------------------------------------------------------
+def co_lineage(a: Archive, task: str, split: str) -> dict:
+    """The (harness, checkpoint) pairs a run moved through: nodes are evaluated pairs (the seed pairs and
+    every round's pair and parent pair), edges a round's move from its parent pair to its new pair,
+    labelled with the edit operator and the inheritance choice. Nodes sit at the round that made them
+    (0: made outside rounds), in lanes by harness lineage order."""
+    cells = {(c["harness"], c["checkpoint"]): c for c in _cells(a, task, split, probe=False)}
+    steps: dict[int, dict] = {}
+    for r in a.query(
+            "SELECT s.round_id, s.step, s.result, json_extract(r.config, '$.task') AS task, "
+            "json_extract(r.config, '$.split') AS split FROM round_steps s JOIN rounds r ON r.id = s.round_id "
+            "WHERE s.state = 'done' AND s.step IN ('curate', 'edit', 'inherit', 'sft', 'evaluate')"):
+        if (r["task"], r["split"]) == (task, split):
+            steps.setdefault(r["round_id"], {})[r["step"]] = json.loads(r["result"])
+    decisions = {d["id"]: d for d in a.query(
+        "SELECT id, kind, choice, json_extract(evidence, '$.policy') AS policy, "
+        "json_extract(evidence, '$.merge.models') AS merged, "
+        "json_extract(evidence, '$.weights.' || choice || '.checkpoint') AS parent_checkpoint "
+        "FROM decisions WHERE kind IN ('parents', 'inheritance') AND status != 'proposed'")}
+    best_of: dict[str, tuple] = {}  # harness -> its best full cell (the curator's view of it)
+    for (h, _), c in cells.items():
+        if h not in best_of or (c["score"], -c["timr"]) > (best_of[h]["score"], -best_of[h]["timr"]):
+            best_of[h] = c
+    edges, made_in = [], {}
+    for rid in sorted(steps):
+        st = steps[rid]
+        ev = st.get("evaluate")
+        if not ev or "curate" not in st:
+            continue
+        target = (ev["harness"], ev["checkpoint"])
+        made_in.setdefault(target, rid)
+        parent_h = st["curate"]["parents"][0]
+        chose = decisions.get(st["curate"].get("decision"), {})
+        inherit = st.get("inherit", {})
+        parent_c = chose.get("parent_checkpoint") or (best_of[parent_h]["checkpoint"] if parent_h in best_of
+                                                      else inherit.get("checkpoint"))
+        d = decisions.get(inherit.get("decision"), {})
+        policy = d.get("policy") or "fixed"
+        how = (f"merge {'+'.join(json.loads(d['merged']))}" if policy == "merge" and d.get("merged")
+               else f"{policy} {inherit.get('checkpoint', '')}".strip())
+        operator = st.get("edit", {}).get("operator") or "fixed harness"
+        trained = " + SFT" if st.get("sft", {}).get("trained") else ""
+        edges.append({"source": (parent_h, parent_c), "target": target, "round": rid,
+                      "label": f"r{rid}: {operator} · {how}{trained}"})
+    seeds = {h["id"] for h in a.query("SELECT id FROM harnesses WHERE creator = 'seed'")}
+    pairs = {p for p in cells if p[0] in seeds and p not in made_in}
+    pairs |= {e["source"] for e in edges} | {e["target"] for e in edges}
+    lanes = {h: i for i, h in enumerate(lineage_order(harness_dag(a), {p[0] for p in pairs}))}
+    names_h = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM harnesses")}
+    nodes = []
+    for p in sorted(pairs, key=lambda p: (made_in.get(p, 0), lanes[p[0]], natural_key(p[1]))):
+        c = cells.get(p, {})
+        nodes.append({"id": f"{p[0]} x {p[1]}", "harness": p[0], "checkpoint": p[1],
+                      "harness_name": names_h.get(p[0], p[0]), "round": made_in.get(p, 0), "lane": lanes[p[0]],
+                      "evaluation": c.get("id"), "score": c.get("score"), "timr": c.get("timr"), "n": c.get("n")})
+    return {"task": task, "split": split, "nodes": nodes,
+            "edges": [{**e, "source": f"{e['source'][0]} x {e['source'][1]}",
+                       "target": f"{e['target'][0]} x {e['target'][1]}"} for e in edges]}
 
 
 # -- trajectories --------------------------------------------------------------------------------
+def newest_evaluation(a: Archive) -> int | None:
+    """The newest full evaluation (not a probe)."""
+    return a.query("SELECT MAX(id) AS id FROM evaluations WHERE split NOT LIKE '%:probe'")[0]["id"]
+
+
 def evaluation(a: Archive, eid: int) -> dict:
     e = a.evaluation(eid)
     e["harness_name"] = a.harness(e["harness_id"])["name"]

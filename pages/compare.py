@@ -1,7 +1,8 @@
 """Two harnesses or two checkpoints side by side."""
 import streamlit as st
 
-from app import components, data, figures
+from app import components, data
+from engine import figures
 
 st.title("Compare")
 data.require_archive()

@@ -14,14 +14,17 @@ if "started" in st.session_state:
     st.success(st.session_state.pop("started"))
 
 KINDS = {"round": "Rounds of co-evolution", "eval": "Evaluation of a (harness, checkpoint) pair",
-         "sft": "SFT of a checkpoint on a data set", "merge": "TIES merge of checkpoints"}
+         "sft": "SFT of a checkpoint on a data set", "merge": "TIES merge of checkpoints",
+         "matrix": "Fill the heatmap: the top harnesses x top checkpoints in full"}
 kind = st.selectbox("Start a job", list(KINDS), format_func=lambda k: f"{k}: {KINDS[k]}", key="job-kind")
 harnesses = [h["id"] for h in data.ids("harness")]
+held = data.tasks()  # the form starts on a task the archive holds
+task_index = task_names().index(held[0]) if held and held[0] in task_names() else 0
 checkpoints = [c["id"] for c in data.ids("checkpoint")]
 with st.form(f"job-form-{kind}"):
     if kind == "round":
         a, b, c = st.columns(3)
-        args = {"task": c.selectbox("Task", task_names(), key="job-round-task"),
+        args = {"task": c.selectbox("Task", task_names(), index=task_index, key="job-round-task"),
                 "rounds": a.number_input("Rounds", 1, 100, 1, key="job-rounds"),
                 "gate": b.selectbox("Approval gate", choices("gate"), key="job-gate"),
                 "mode": c.selectbox("Mode", choices("mode"), key="job-mode"),
@@ -33,7 +36,7 @@ with st.form(f"job-form-{kind}"):
         args = {"harness": a.selectbox("Harness", harnesses, key="job-harness"),
                 "checkpoint": b.selectbox("Checkpoint", checkpoints, key="job-checkpoint"),
                 "task": a.selectbox("Task", task_names(), key="job-task",
-                                    index=task_names().index(splits[0]["task"]) if splits else 0),
+                                    index=task_names().index(splits[0]["task"]) if splits else task_index),
                 "split": b.text_input("Split", "dev", key="job-split"),
                 "limit": a.number_input("Items (0 = all)", 0, 100_000, 0, key="job-limit") or None}
     elif kind == "sft":
@@ -43,6 +46,11 @@ with st.form(f"job-form-{kind}"):
                 "harness": b.selectbox("Under harness", harnesses, key="job-sft-harness"),
                 "dataset": c.selectbox("Data set", datasets, key="job-sft-data"),
                 "profile": a.text_input("Training profile (empty = the run's)", key="job-sft-profile") or None}
+    elif kind == "matrix":
+        a, b, c = st.columns(3)
+        args = {"task": a.selectbox("Task", task_names(), index=task_index, key="job-matrix-task"),
+                "split": b.text_input("Split", "dev", key="job-matrix-split"),
+                "top": c.number_input("Top K harnesses and checkpoints", 1, 100, 4, key="job-matrix-top")}
     else:
         args = {"models": st.multiselect("Models", checkpoints, key="job-merge-models"),
                 "base": st.selectbox("Base", [None] + checkpoints, key="job-merge-base",

@@ -1,18 +1,41 @@
-"""The harness DAG and the checkpoint DAG side by side; a click opens a node's detail."""
+"""The co-lineage of (harness, checkpoint) pairs, round by round; and, as a second view, the harness DAG
+and the checkpoint DAG side by side. A click on a pair opens its trajectories; on a tree node, its detail."""
 import streamlit as st
 
-from app import components, data, figures
+from app import components, data
+from app.nav import page_file
+from engine import figures
 from engine.views import neighbours
 
 st.title("Lineage")
 data.require_archive()
+VIEWS = {"pairs": "Co-lineage of pairs", "trees": "Harness and checkpoint trees"}
 c1, c2, c3 = st.columns([2, 1, 1])
 with c1:
     ts = components.task_split_picker("lineage-ts")
 with c2:
     metric = components.metric_picker("lineage-metric", first="score")
 with c3:
-    hops = st.number_input("Neighbourhood (hops)", 1, 10, 2, key="lineage-hops")
+    shown = st.radio("View", list(VIEWS), format_func=VIEWS.get, key="lineage-view")
+
+if shown == "pairs":
+    if not ts:
+        st.stop()
+    g = data.co_lineage(*ts)
+    st.caption(f"{len(g['nodes'])} evaluated pairs, {len(g['edges'])} round moves. An arrow goes from the round's "
+               "parent pair (the parent harness with the checkpoint of its best evaluation) to the pair the round "
+               "made, labelled with the edit operator and the inheritance choice. Click a pair for its trajectories.")
+    generation = st.session_state.setdefault("colineage-generation", 0)
+    picked = components.chart(figures.co_lineage(g, metric), f"co-lineage-{ts[0]}-{ts[1]}",
+                              key=f"colineage-{generation}", select=True)
+    picked = [p for p in picked if p is not None]
+    if picked:
+        st.session_state["colineage-generation"] = generation + 1
+        st.session_state["evaluation"] = int(picked[0])
+        st.switch_page(page_file("trajectories"))
+    st.stop()
+
+hops = st.number_input("Neighbourhood (hops)", 1, 10, 2, key="lineage-hops")
 task, split = ts or (None, None)
 graph = data.lineage(task, split)
 selected = st.session_state.get("lineage-node")  # (kind, id)

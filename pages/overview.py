@@ -1,13 +1,41 @@
 """The run at a glance."""
 import streamlit as st
 
-from app import components, data, figures
+from app import components, data
+from engine import figures
 from app.nav import page_file
 
 st.title("Overview")
 data.require_archive()
 ov = data.overview()
+rendered_at = data.version()
+
+
+@st.fragment(run_every=2)
+def follow() -> None:
+    """Rerun the page only when the archive's version counter moved (a step finished, a row was written)."""
+    if data.version() != rendered_at:
+        st.rerun()
+
+
+follow()
+live = ov["live"]
+if live:
+    with st.container(border=True):
+        steps = " → ".join(f"**{s['step']}**" if s["step"] == live["current"] else
+                           (f"~~{s['step']}~~" if s["done"] else s["step"]) for s in live["steps"])
+        st.markdown(f"#### Round {live['id']} ({live['mode']}) is running: {steps}")
+        job = live["job"]
+        text = f"{live['done']}/{live['total']} steps" + (f" · job #{job['id']}: {job['message']}" if job else "")
+        st.progress(live["done"] / live["total"], text=text)
+        if live["paused"]:
+            p = live["paused"]
+            st.warning(f"Paused by {p['decided_by']}" + (f": {p['comment']}" if p["comment"] else "")
+                       + " — it waits before its next step (Steer page or `coevo resume`).")
 t = ov["totals"]
+st.download_button("Download the report (one HTML file, works offline)", data=data.report_html,
+                   file_name="coevo-report.html", mime="text/html", on_click="ignore", key="report",
+                   icon=":material/summarize:")
 cols = st.columns(6)
 cols[0].metric("Rounds done", sum(r["state"] == "done" for r in ov["rounds"]))
 cols[1].metric("Harnesses", t["harnesses"])

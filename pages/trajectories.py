@@ -11,7 +11,7 @@ data.require_archive()
 # the evaluation comes from a heatmap click, the URL (?evaluation=ID), or the pickers below
 if "evaluation" in st.query_params and "evaluation" not in st.session_state:
     st.session_state["evaluation"] = int(st.query_params["evaluation"])
-with st.expander("Choose an evaluation", expanded="evaluation" not in st.session_state):
+with st.expander("Choose an evaluation"):
     ts = components.task_split_picker("traj-ts")
     if ts:
         rows = data.evaluations_of(*ts)
@@ -26,8 +26,9 @@ with st.expander("Choose an evaluation", expanded="evaluation" not in st.session
         if st.button("Open", key="traj-open") and e is not None:
             st.session_state["evaluation"] = e
 
-eid = st.session_state.get("evaluation")
+eid = st.session_state.get("evaluation") or data.newest_evaluation()  # the newest until one is chosen
 if eid is None:
+    st.info("No evaluation in the archive yet.")
     st.stop()
 st.query_params["evaluation"] = str(eid)
 ev = data.evaluation(eid)
@@ -69,7 +70,7 @@ for t in ep["turns"]:
         st.write("Raw output")
         st.code(t["output"], language=None, wrap_lines=True)
         if t["mismatch"]:
-            st.error(f"Parse error: {t['parse_error']}")
+            st.markdown(f":red[**Parse error:**] {t['parse_error']}")  # the turn's content, not a page error
         else:
             st.write("Parsed action")
             st.json(json.loads(t["action"]) if t["action"] else None, expanded=True)

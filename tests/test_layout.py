@@ -34,8 +34,8 @@ FLOORS = [
     {"tasks", "run_config"},
     {"rollout"},
     {"train"},
-    {"checkpoints", "evaluate", "views", "dashboard"},
-    {"evolve"},
+    {"checkpoints", "evaluate", "views", "figures", "dashboard"},
+    {"evolve", "matrix", "report"},
     {"init", "jobs"},
     {"cli", "testing"},
 ]

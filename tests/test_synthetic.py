@@ -206,7 +206,7 @@ def test_turns_are_judged_as_their_task_judges_them(small, archive):
         episodes: dict = {}
         for r in rows:
             spec = specs[r["interface"]].model_copy(update={"strict": json.loads(r["spec"])["strict"]})
-            calls, error = judge(spec, task, items[r["item_id"]], r["output"])
+            calls, error, _ = judge(spec, task, items[r["item_id"]], r["output"])
             assert error == r["parse_error"] and bool(r["mismatch"]) == (error is not None), r
             if calls is not None:
                 assert [c.to_dict() for c in calls] == json.loads(r["action"])

@@ -1,3 +1,3 @@
-from engine.archive.store import DEFAULT_PATH, Archive, ArchiveError, insert_rows
+from engine.archive.store import DEFAULT_PATH, Archive, ArchiveError, insert_rows, is_probe, probe_split
 
-__all__ = ["Archive", "ArchiveError", "DEFAULT_PATH", "insert_rows"]
+__all__ = ["Archive", "ArchiveError", "DEFAULT_PATH", "insert_rows", "is_probe", "probe_split"]

@@ -165,6 +165,32 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX evaluations_pair ON evaluations (harness_id, checkpoint_id, task, split, id);
     """,
+    # 3: the kinds of an evaluation's mismatched turns; a person's steering acts as decisions
+    """
+    ALTER TABLE evaluations ADD COLUMN mismatch_kinds TEXT NOT NULL DEFAULT '{}';  -- {kind: turns}
+
+    CREATE TABLE decisions_v3 (
+        id INTEGER PRIMARY KEY,
+        round_id INTEGER REFERENCES rounds(id),  -- a steering act: the round that applied it (NULL before)
+        step TEXT,
+        kind TEXT NOT NULL,              -- 'parents', 'inheritance', 'edit'; steering: 'harness', 'pin',
+                                         -- 'exclude', 'include', 'pause', 'resume'
+        candidates TEXT NOT NULL,
+        evidence TEXT NOT NULL DEFAULT '{}',
+        choice TEXT,
+        rationale TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL CHECK (status IN ('proposed', 'approved', 'overridden', 'auto', 'steer')),
+        decided_by TEXT,
+        comment TEXT,
+        created_at TEXT NOT NULL,
+        decided_at TEXT
+    );
+    INSERT INTO decisions_v3 SELECT * FROM decisions;
+    DROP TABLE decisions;
+    ALTER TABLE decisions_v3 RENAME TO decisions;
+    CREATE INDEX decisions_status ON decisions (status);
+    CREATE INDEX decisions_kind ON decisions (kind, round_id);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -38,6 +38,18 @@ class ArchiveError(CoevoError):
     pass
 
 
+PROBE = ":probe"
+
+
+def probe_split(split: str) -> str:
+    """The split name of an inheritance probe on `split`: a few items, never a full score."""
+    return split + PROBE
+
+
+def is_probe(split: str) -> bool:
+    return split.endswith(PROBE)
+
+
 def _job_row(row: dict) -> dict:
     return dict(row, args=json.loads(row["args"]),
                 result=json.loads(row["result"]) if row["result"] is not None else None)
@@ -242,7 +254,8 @@ class Archive:
             self._require("harnesses", evaluation["harness_id"])
             self._require("checkpoints", evaluation["checkpoint_id"])
             row = dict(evaluation, metrics=json.dumps(evaluation.get("metrics", {})),
-                       config=json.dumps(evaluation.get("config", {})), created_at=now())
+                       config=json.dumps(evaluation.get("config", {})),
+                       mismatch_kinds=json.dumps(evaluation.get("mismatch_kinds", {})), created_at=now())
             eid = db["evaluations"].insert(row).last_pk
             insert_rows(self.conn, "episodes", (dict(e, evaluation_id=eid) for e in episodes))
             insert_rows(self.conn, "turns", (dict(t, evaluation_id=eid) for t in turns))
@@ -252,6 +265,7 @@ class Archive:
         out = self._get("evaluations", eid)
         out["metrics"] = json.loads(out["metrics"])
         out["config"] = json.loads(out["config"])
+        out["mismatch_kinds"] = json.loads(out["mismatch_kinds"])
         return out
 
     def evaluations(self) -> list[dict]:
@@ -259,6 +273,15 @@ class Archive:
             "SELECT e.id, e.harness_id AS harness, e.checkpoint_id AS checkpoint, e.task, e.split, e.score, "
             "e.timr, e.turns, e.mismatched_turns, e.episodes, e.tokens, e.seconds, e.round, e.created_at "
             "FROM evaluations e ORDER BY e.id")
+
+    def find_evaluation(self, harness_id: str, checkpoint_id: str, task: str, split: str,
+                        episodes: int | None = None) -> dict | None:
+        """The newest evaluation of a pair on a task split (with that many episodes), or None."""
+        rows = self.query(
+            "SELECT id, score, timr, episodes FROM evaluations WHERE harness_id = ? AND checkpoint_id = ? AND "
+            "task = ? AND split = ? AND (? IS NULL OR episodes = ?) ORDER BY id DESC LIMIT 1",
+            (harness_id, checkpoint_id, task, split, episodes, episodes))
+        return rows[0] if rows else None
 
     def matrix(self, task: str, split: str) -> list[dict]:
         """The newest evaluation of every (harness, checkpoint) pair for one task and split."""
@@ -354,12 +377,14 @@ class Archive:
 
     # -- decisions --------------------------------------------------------------------------------
     def add_decision(self, *, round_id: int | None, step: str | None, kind: str, candidates: list, evidence: dict,
-                     choice: str | None, rationale: str, status: str, decided_by: str | None = None) -> int:
+                     choice: str | None, rationale: str, status: str, decided_by: str | None = None,
+                     comment: str | None = None) -> int:
         with self.transaction() as db:
             return db["decisions"].insert(dict(
                 round_id=round_id, step=step, kind=kind, candidates=json.dumps(candidates),
                 evidence=json.dumps(evidence), choice=choice, rationale=rationale, status=status,
-                decided_by=decided_by, created_at=now(), decided_at=now() if status != "proposed" else None)).last_pk
+                decided_by=decided_by, comment=comment, created_at=now(),
+                decided_at=now() if status != "proposed" else None)).last_pk
 
     def decision(self, did: int) -> dict:
         out = self._get("decisions", did)
@@ -371,6 +396,21 @@ class Archive:
         row = self.conn.execute("SELECT id FROM decisions WHERE round_id = ? AND step = ? ORDER BY id LIMIT 1",
                                 (round_id, step)).fetchone()
         return self.decision(row["id"]) if row else None
+
+    def steering(self, kinds: tuple[str, ...], *, unapplied: bool = False) -> list[dict]:
+        """A person's steering acts of these kinds, oldest first; `unapplied`: not yet taken by a round."""
+        marks = ", ".join("?" * len(kinds))
+        rows = self.query(f"SELECT id FROM decisions WHERE status = 'steer' AND kind IN ({marks})"
+                          + (" AND round_id IS NULL" if unapplied else "") + " ORDER BY id", kinds)
+        return [self.decision(r["id"]) for r in rows]
+
+    def apply_steering(self, did: int, round_id: int) -> None:
+        """Mark a steering act as taken by a round; call inside the transaction of the step it steers."""
+        with self.transaction():
+            cur = self.conn.execute("UPDATE decisions SET round_id = ? WHERE id = ? AND status = 'steer' "
+                                    "AND round_id IS NULL", (round_id, did))
+            if cur.rowcount != 1:
+                raise ArchiveError(f"{self.path}: steering act {did} is applied already")
 
     def decisions(self, status: str | None = None) -> list[dict]:
         if status:

@@ -21,7 +21,8 @@ def parent_weights(archive: Archive, task: str, split: str, *, sharpness: float 
     for h in ids:
         s = best[h]["score"]
         w = 1 / (1 + math.exp(-sharpness * (s - mid))) / (1 + children.get(h, 0))
-        out[h] = {"score": s, "timr": best[h]["timr"], "children": children.get(h, 0), "weight": w}
+        out[h] = {"score": s, "timr": best[h]["timr"], "checkpoint": best[h]["checkpoint_id"],
+                  "children": children.get(h, 0), "weight": w}
     return out
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.archive import Archive
+from engine.archive import Archive, probe_split
 from engine.archive.lineage import lowest_common_ancestor
 from engine.harness.spec import HarnessSpec
 from engine.models import BackendSpec, load_backend
 from engine.registry import Registry
-from engine.rollout import run_episodes, summarize
+from engine.rollout import episode_rows, run_episodes, summarize, timed
 from engine.tasks.base import Item, Task
 
 
@@ -26,6 +26,9 @@ class InheritContext:
     contenders: int = 2    # the best this many get the full probe set
     backend_cache: dict = field(default_factory=dict)
     backend: BackendSpec = field(default_factory=BackendSpec)
+    harness_id: str | None = None   # set: every probe is stored as an evaluation on split '<split>:probe'
+    split: str = "dev"              # where the probe items come from
+    excluded: set[str] = field(default_factory=set)  # checkpoints a person excluded from inheritance
 
 
 @dataclass
@@ -39,21 +42,34 @@ class Proposal:
 POLICIES: Registry = Registry("inheritance policy")
 
 
-def candidates(archive: Archive, task: str) -> list[str]:
-    """The checkpoints of this task's lineage (and models registered from outside)."""
+def candidates(archive: Archive, task: str, excluded: set[str] = frozenset()) -> list[str]:
+    """The checkpoints of this task's lineage (and models registered from outside), less the excluded."""
     tasks = archive.checkpoint_tasks()
-    ckpts = [c for c in archive.checkpoints() if tasks.get(c["id"]) in (task, None)]
+    ckpts = [c for c in archive.checkpoints() if tasks.get(c["id"]) in (task, None) and c["id"] not in excluded]
     trained = [c["id"] for c in ckpts if c["kind"] != "base"]
     return trained or [c["id"] for c in ckpts]
 
 
 def probe(ctx: InheritContext, cid: str, items: list[Item]) -> dict:
-    c = ctx.archive.checkpoint(cid)
-    backend = ctx.backend_cache.get(cid) or load_backend(ctx.backend, c["path"])
+    """The pair's score and TIMR on the probe items. Stored as an evaluation of its own split (so the
+    matrix shows it, marked as a probe), and reused from there when a killed round probes again."""
+    split = probe_split(ctx.split)
+    if ctx.harness_id:
+        found = ctx.archive.find_evaluation(ctx.harness_id, cid, ctx.task.name, split, episodes=len(items))
+        if found:
+            return {"score": found["score"], "timr": found["timr"], "n": len(items), "evaluation": found["id"]}
+    backend = ctx.backend_cache.get(cid) or load_backend(ctx.backend, ctx.archive.checkpoint(cid)["path"])
     ctx.backend_cache[cid] = backend
-    episodes = run_episodes(ctx.spec, ctx.task, backend, items)
-    score, _ = ctx.task.score(items, [e.prediction for e in episodes])
-    return {"score": score, "timr": summarize(episodes)["timr"], "n": len(items)}
+    episodes, seconds = timed(run_episodes, ctx.spec, ctx.task, backend, items)
+    score, metrics = ctx.task.score(items, [e.prediction for e in episodes])
+    stats = summarize(episodes)
+    out = {"score": score, "timr": stats["timr"], "n": len(items)}
+    if ctx.harness_id:
+        record = dict(harness_id=ctx.harness_id, checkpoint_id=cid, task=ctx.task.name, split=split, score=score,
+                      metrics=metrics, seconds=seconds, round=ctx.round,
+                      config={"probe": True, "limit": len(items), "backend": ctx.backend.label()}, **stats)
+        out["evaluation"] = ctx.archive.add_evaluation(record, *episode_rows(episodes))
+    return out
 
 
 def staged_probe(ctx: InheritContext, cids: list[str]) -> dict[str, dict]:
@@ -76,7 +92,7 @@ def rank(results: dict[str, dict]) -> list[str]:
 
 @POLICIES.register("select")
 def select(ctx: InheritContext) -> Proposal:
-    cids = candidates(ctx.archive, ctx.task.name)
+    cids = candidates(ctx.archive, ctx.task.name, ctx.excluded)
     results = staged_probe(ctx, cids)
     best = rank(results)[0]
     r = results[best]
@@ -89,7 +105,7 @@ def select(ctx: InheritContext) -> Proposal:
 def merge(ctx: InheritContext) -> Proposal:
     from engine.checkpoints import merge as ties_merge, register
 
-    cids = candidates(ctx.archive, ctx.task.name)
+    cids = candidates(ctx.archive, ctx.task.name, ctx.excluded)
     results = staged_probe(ctx, cids)
     top = rank(results)[:2]
     dag = ctx.archive.checkpoint_lineage()

@@ -19,13 +19,13 @@ from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError
 from engine.evolve.inheritance import POLICIES, InheritContext
+from engine.evolve import steering
 from engine.evolve.sampling import rejection_sample
 from engine.harness.spec import HarnessSpec
 from engine.models import load_backend
-from engine.run_config import MODES, RunConfig
+from engine.run_config import MODES, STEPS, RunConfig
 from engine.tasks import get_task
 
-STEPS = ("curate", "edit", "inherit", "sample", "sft", "evaluate")
 
 
 class Waiting(Exception):
@@ -39,9 +39,12 @@ class Waiting(Exception):
 
 class RoundRunner:
     def __init__(self, archive: Archive, cfg: RunConfig, log: Callable[[str], None] = print,
-                 on_step: Callable[[int, str], None] | None = None):
-        """`on_step(round id, step)` is called as each step is done (or found done on a resume)."""
+                 on_step: Callable[[int, str], None] | None = None,
+                 on_pause: Callable[[dict | None], None] | None = None, poll_s: float = 1.0):
+        """`on_step(round id, step)` is called as each step is done (or found done on a resume);
+        `on_pause(act)` when the run stops at a person's pause (with None when it goes on)."""
         self.archive, self.cfg, self.log, self.on_step = archive, cfg, log, on_step
+        self.on_pause, self.poll_s = on_pause, poll_s
         self.mode = MODES[cfg.mode]
         self.task = get_task(cfg.task, task_dir(archive, cfg.task))
         self.start_harness = archive.harness(cfg.start_harness)["id"]
@@ -52,6 +55,7 @@ class RoundRunner:
     def run(self, rounds: int) -> list[dict]:
         """Run until `rounds` rounds are done in this archive; raises Waiting at a pending decision."""
         while len([r for r in self.archive.rounds() if r["state"] == "done"]) < rounds:
+            self.wait_while_paused("before a new round")
             rnd = self.archive.open_round(self.cfg.mode, self.cfg.model_dump(mode="json"))
             self.run_round(rnd["id"])
         return self.summary()
@@ -61,6 +65,7 @@ class RoundRunner:
         for step in STEPS:
             done = self.archive.step_result(rid, step)
             if done is None:
+                self.wait_while_paused(f"round {rid} before {step}")
                 t0 = time.time()
                 self.log(f"[round {rid}] {step} ...")
                 done = getattr(self, f"_{step}")(rid, results)
@@ -78,10 +83,31 @@ class RoundRunner:
         return [dict(round=r["id"], mode=r["mode"], **(self.archive.step_result(r["id"], "evaluate") or {}))
                 for r in self.archive.rounds() if r["state"] == "done"]
 
+    def wait_while_paused(self, where: str) -> None:
+        """A step boundary: while a person's pause is in force, wait (polling the archive) for a resume."""
+        act = steering.paused(self.archive)
+        if act is None:
+            return
+        self.log(f"[{where}] paused by {act['decided_by']}"
+                 + (f" ({act['comment']})" if act["comment"] else "") + ": waiting for `coevo resume`")
+        if self.on_pause:
+            self.on_pause(act)
+        while steering.paused(self.archive):
+            time.sleep(self.poll_s)
+        self.log(f"[{where}] resumed")
+        if self.on_pause:
+            self.on_pause(None)
+
     # -- steps ------------------------------------------------------------------------------------
     def _curate(self, rid, results) -> dict:
         if not self.mode["edit"]:
             return self._finish(rid, "curate", {"parents": [self.start_harness], "why": "the harness is fixed"})
+        candidate = steering.next_harness(self.archive, self.cfg.task)
+        if candidate is not None:  # a person's harness: its own parents, no sampling
+            parents = candidate["evidence"].get("parents") or [candidate["choice"]]
+            return self._finish(rid, "curate", {"parents": parents, "steer": candidate["id"],
+                                                "why": f"harness {candidate['choice']} entered by "
+                                                       f"{candidate['decided_by']}"})
         decision = self.archive.step_decision(rid, "curate")
         if decision is None:
             rng = random.Random(f"{self.cfg.seed}-{rid}-curate")
@@ -98,6 +124,13 @@ class RoundRunner:
         parent_id = results["curate"]["parents"][0]
         if not self.mode["edit"]:
             return self._finish(rid, "edit", {"harness": parent_id, "why": "the harness is fixed"})
+        if results["curate"].get("steer"):
+            act = self.archive.decision(results["curate"]["steer"])
+            with self.archive.transaction():
+                self.archive.apply_steering(act["id"], rid)
+                return self._finish(rid, "edit", {"harness": act["choice"], "operator": "person",
+                                                  "rationale": act["comment"] or f"entered by {act['decided_by']}",
+                                                  "steer": act["id"]})
         parent = self.archive.harness(parent_id)
         rng = random.Random(f"{self.cfg.seed}-{rid}-edit")
         kw = dict(rng=rng, successes=self.archive.successes(parent_id),
@@ -125,13 +158,25 @@ class RoundRunner:
 
     def _inherit(self, rid, results) -> dict:
         decision = self.archive.step_decision(rid, "inherit")
+        pinned = steering.next_pin(self.archive) if decision is None else None
+        if pinned is not None:  # a person chose: a settled decision, the pin (and any it replaced) taken
+            with self.archive.transaction():
+                did = self.archive.add_decision(
+                    round_id=rid, step="inherit", kind="inheritance", candidates=[pinned["choice"]],
+                    evidence={"policy": "pin", "pin": pinned["id"]}, choice=pinned["choice"],
+                    rationale=f"pinned by {pinned['decided_by']}", status="overridden",
+                    decided_by=pinned["decided_by"], comment=pinned["comment"])
+                for act in self.archive.steering(("pin",), unapplied=True):
+                    self.archive.apply_steering(act["id"], rid)
+                return self._finish(rid, "inherit", {"checkpoint": pinned["choice"], "decision": did})
         if decision is None:
             hid = results["edit"]["harness"]
             spec = HarnessSpec.from_dict(self.archive.harness(hid)["spec"])
             ctx = InheritContext(self.archive, spec, self.task, self.task.load(self.cfg.split)[:self.cfg.probe.items],
                                  latest=self._latest(rid), start=self.start_checkpoint, round=rid,
                                  stage1=self.cfg.probe.stage1, contenders=self.cfg.probe.contenders,
-                                 backend_cache=self.backends, backend=self.cfg.backend)
+                                 backend_cache=self.backends, backend=self.cfg.backend, harness_id=hid,
+                                 split=self.cfg.split, excluded=steering.excluded(self.archive))
             policy = self.mode["inherit"] or self.cfg.inheritance
             p = POLICIES.get(policy)(ctx)
             decision = self._decide(rid, "inherit", "inheritance", p.candidates, {"policy": policy, **p.evidence},

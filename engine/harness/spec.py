@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engine.config import dump_yaml, load_yaml, validate
+from engine.config import dump_yaml, load_yaml, parse_yaml, validate
 from engine.harness.interfaces import INTERFACES, Call
 
 SPEC_VERSION = 1
@@ -76,6 +76,11 @@ class HarnessSpec(Strict):
     @classmethod
     def load(cls, path) -> "HarnessSpec":
         return load_yaml(cls, path)
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source=None) -> "HarnessSpec":
+        """A spec from YAML text; an error names the line of the offending field."""
+        return parse_yaml(cls, text, path=source)
 
     @classmethod
     def from_dict(cls, data: dict, *, source=None) -> "HarnessSpec":

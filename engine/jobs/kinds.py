@@ -19,7 +19,7 @@ from engine.archive import Archive, ArchiveError
 from engine.config import validate
 from engine.errors import InputError
 from engine.registry import Registry
-from engine.run_config import Editor, Gate, Inheritance, Mode, load_run_config
+from engine.run_config import STEPS, Editor, Gate, Inheritance, Mode, load_run_config
 
 Progress = Callable[..., None]  # progress(done, total=None, message=None)
 JOB_KINDS: Registry[Callable[[Archive, dict, Progress], dict]] = Registry("job kind")
@@ -97,7 +97,7 @@ class RoundArgs(JobArgs):
 @kind("round", RoundArgs)
 def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
     """N more rounds of co-evolution; a decision pending a person's approval ends the job early."""
-    from engine.evolve.rounds import STEPS, RoundRunner, Waiting
+    from engine.evolve.rounds import RoundRunner, Waiting
     a = RoundArgs(**args)
     cfg = load_run_config(a.run_config, task=a.task, mode=a.mode, gate=a.gate, inheritance=a.inheritance,
                           editor=a.editor,
@@ -113,7 +113,10 @@ def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
 
     target = len([r for r in archive.rounds() if r["state"] == "done"]) + a.rounds
     progress(0, total, f"round: {STEPS[0]}")
-    runner = RoundRunner(archive, cfg, log=lambda m: print(m, flush=True), on_step=on_step)
+    def on_pause(act: dict | None) -> None:
+        progress(steps_done, total, f"paused by {act['decided_by']}: waiting for a resume" if act else "resumed")
+
+    runner = RoundRunner(archive, cfg, log=lambda m: print(m, flush=True), on_step=on_step, on_pause=on_pause)
     try:
         summary = runner.run(target)
     except Waiting as w:
@@ -230,6 +233,26 @@ def run_merge_job(archive: Archive, args: dict, progress: Progress) -> dict:
     cid = register(archive, merge(archive, a.models, a.base, name, density=a.density))
     progress(1, 1, f"registered {cid} {name}")
     return {"checkpoint": cid}
+
+
+# -- matrix ---------------------------------------------------------------------------------------
+class MatrixArgs(JobArgs):
+    task: str = "smart_home"
+    split: str = "dev"
+    top: int = Field(4, ge=1, le=100)
+
+
+@kind("matrix", MatrixArgs)
+def run_matrix(archive: Archive, args: dict, progress: Progress) -> dict:
+    """`coevo matrix --fill`: every pair of the top harnesses x top checkpoints evaluated in full."""
+    from engine.matrix import fill, fill_settings
+    a = MatrixArgs(**args)
+    backend, limit = fill_settings(archive, a.task)
+    progress(0, None, f"choosing the top {a.top} of {a.task}/{a.split}")
+    result = fill(archive, a.task, a.split, a.top, limit=limit, backend_spec=backend,
+                  log=lambda m: print(m, flush=True), progress=lambda done, n: progress(done, n, f"{done}/{n} pairs"))
+    return {"evaluated": len(result["evaluated"]), "skipped": result["skipped"],
+            "harnesses": result["harnesses"], "checkpoints": result["checkpoints"]}
 
 
 # -- sleep ----------------------------------------------------------------------------------------

@@ -16,8 +16,19 @@ class Call:
         return {"name": self.name, "args": self.args}
 
 
+# what kind of mismatch a refused turn is: the interface's syntax, its schema, or the task's tools
+MISMATCH_KINDS = ("unparseable", "wrong schema", "unknown tool", "wrong arguments")
+
+
 class ParseError(ValueError):
-    """The output violates the interface: unparseable or wrong schema. Such a turn is a mismatch."""
+    """The output violates the interface: such a turn is a mismatch. This one is unparseable (the format
+    is not in the output)."""
+    kind = "unparseable"
+
+
+class SchemaError(ParseError):
+    """The format parsed, but its structure is not the interface's."""
+    kind = "wrong schema"
 
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
@@ -48,21 +59,21 @@ class Interface:
 
 def check_calls(calls: list[Call]) -> list[Call]:
     if not calls:
-        raise ParseError("no call in the output")
+        raise SchemaError("no call in the output")
     return calls
 
 
 def check_call_obj(obj: Any, where: str, name_key: str, args_key: str) -> Call:
     """A JSON call object must be {name_key: str, args_key: object} and nothing else."""
     if not isinstance(obj, dict):
-        raise ParseError(f"{where}: expected an object, got {type(obj).__name__}")
+        raise SchemaError(f"{where}: expected an object, got {type(obj).__name__}")
     extra = set(obj) - {name_key, args_key}
     if extra:
-        raise ParseError(f"{where}: unexpected key(s) {sorted(extra)}")
+        raise SchemaError(f"{where}: unexpected key(s) {sorted(extra)}")
     name = obj.get(name_key)
     if not isinstance(name, str) or not name:
-        raise ParseError(f"{where}: '{name_key}' must be a non-empty string")
+        raise SchemaError(f"{where}: '{name_key}' must be a non-empty string")
     args = obj.get(args_key, {})
     if not isinstance(args, dict):
-        raise ParseError(f"{where}: '{args_key}' must be an object")
+        raise SchemaError(f"{where}: '{args_key}' must be an object")
     return Call(name, args)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from engine.harness.interfaces.base import Call, Interface, ParseError, check_call_obj, check_calls, strip_fence
+from engine.harness.interfaces.base import Call, Interface, ParseError, SchemaError, check_call_obj, check_calls, strip_fence
 
 
 class JsonInterface(Interface):
@@ -28,5 +28,5 @@ class JsonInterface(Interface):
         except json.JSONDecodeError as e:
             raise ParseError(f"not valid JSON: {e.msg} at column {e.colno}") from None
         if not isinstance(data, list):
-            raise ParseError(f"expected a JSON array, got {type(data).__name__}")
+            raise SchemaError(f"expected a JSON array, got {type(data).__name__}")
         return check_calls([check_call_obj(obj, f"call {i}", "name", "args") for i, obj in enumerate(data)])

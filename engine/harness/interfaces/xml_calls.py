@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from engine.harness.interfaces.base import Call, Interface, ParseError, check_calls, strip_fence
+from engine.harness.interfaces.base import Call, Interface, ParseError, SchemaError, check_calls, strip_fence
 
 _INT = re.compile(r"^-?\d+$")
 
@@ -41,15 +41,15 @@ class XmlInterface(Interface):
         except ET.ParseError as e:
             raise ParseError(f"not well-formed XML: {e}") from None
         if root.tag != "calls":
-            raise ParseError(f"root element must be <calls>, got <{root.tag}>")
+            raise SchemaError(f"root element must be <calls>, got <{root.tag}>")
         calls = []
         for i, el in enumerate(root):
             if el.tag != "call" or not el.get("name"):
-                raise ParseError(f"element {i}: expected <call name=...>, got <{el.tag}>")
+                raise SchemaError(f"element {i}: expected <call name=...>, got <{el.tag}>")
             args = {}
             for a in el:
                 if a.tag != "arg" or not a.get("name"):
-                    raise ParseError(f"call {i}: expected <arg name=...>, got <{a.tag}>")
+                    raise SchemaError(f"call {i}: expected <arg name=...>, got <{a.tag}>")
                 args[a.get("name")] = _value((a.text or "").strip())
             calls.append(Call(el.get("name"), args))
         return check_calls(calls)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass
 
+from engine.harness.interfaces import MISMATCH_KINDS
 from engine.models import BackendSpec
 from engine.testing.synthetic.items import IFACES, Pool
 from engine.testing.synthetic.lineage import Checkpoint, Harness, at, correct_rate, mismatch_rate
@@ -135,6 +137,7 @@ class EvalWriter:
         remaining = plan.turns
         n_mism = tokens = successes = 0
         cat_n = [0] * len(pool.categories)
+        kinds = Counter()
         cat_ok = [0] * len(pool.categories)
         ep = 0
         while remaining > 0:
@@ -151,16 +154,17 @@ class EvalWriter:
                 if rnd() < p:
                     wrong_format, garbage = step.mismatch[key]
                     if dominant is not None and dominant in wrong_format and rnd() < 0.75:
-                        out, err, tok = wrong_format[dominant]
+                        out, err, kind, tok = wrong_format[dominant]
                     elif garbage:
-                        out, err, tok = garbage[int(rnd() * len(garbage))]
+                        out, err, kind, tok = garbage[int(rnd() * len(garbage))]
                     else:
-                        out, err, tok = next(iter(wrong_format.values()))
+                        out, err, kind, tok = next(iter(wrong_format.values()))
                     again = retries and more
                     feedback = self._retry(template, err) if again else ""
                     yield dict(evaluation_id=eid, episode=ep, turn=t, prompt=prompt, output=out, action=None,
                                parse_error=err, mismatch=1, feedback=feedback, reward=0.0, tokens=tok)
                     ep_mism += 1
+                    kinds[kind] += 1
                 else:
                     out, tok = step.outputs[iface]
                     feedback = step.feedback
@@ -193,6 +197,7 @@ class EvalWriter:
         self.evaluations.append(dict(id=eid, harness_id=h.id, checkpoint_id=c.id, task=plan.task, split=plan.split,
                                      score=score, metrics=json.dumps(metrics), episodes=ep, turns=n_turns,
                                      mismatched_turns=n_mism, timr=timr, tokens=tokens, seconds=seconds,
+                                     mismatch_kinds=json.dumps({k: kinds[k] for k in MISMATCH_KINDS if kinds[k]}),
                                      config=EVAL_CONFIG, round=plan.round, created_at=plan.at))
         self.results.append((eid, h.id, c.id, plan.task, plan.split, plan.round, score, timr))
 

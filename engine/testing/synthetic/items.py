@@ -150,8 +150,8 @@ def _mismatches(task, specs, item, calls: list[Call], outputs: list[str]) -> lis
                        "I cannot answer that with the tools I have."]    # no answer at all
         for strict in (False, True):
             s = spec.model_copy(update={"strict": strict})
-            wrong_format = {j: (outputs[j], err, tokens(outputs[j])) for j in range(len(specs)) if j != i
-                            if (err := judge(s, task, item, outputs[j])[1])}
-            garbage = [(g, err, tokens(g)) for g in garbage_src if (err := judge(s, task, item, g)[1])]
+            wrong_format = {j: (outputs[j], v[1], v[2], tokens(outputs[j])) for j in range(len(specs)) if j != i
+                            if (v := judge(s, task, item, outputs[j]))[1]}
+            garbage = [(g, v[1], v[2], tokens(g)) for g in garbage_src if (v := judge(s, task, item, g))[1]]
             out.append((wrong_format, garbage))
     return out

@@ -8,7 +8,7 @@ import math
 import random
 from pathlib import Path
 
-from engine.evolve.rounds import STEPS
+from engine.run_config import STEPS
 from engine.run_config import RunConfig
 from engine.testing.synthetic.lineage import Checkpoint, Harness, at, correct_rate, mismatch_rate
 
