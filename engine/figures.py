@@ -122,7 +122,7 @@ def co_lineage(graph: dict, metric: str) -> go.Figure:
     """(harness, checkpoint) pairs by round (x) in harness lanes (y); an arrow is a round's move, labelled
     with its edit operator and inheritance choice. A click on a pair names its evaluation."""
     nodes = graph["nodes"]
-    pos = {n["id"]: (n["round"], n["lane"]) for n in nodes}
+    pos = {n["id"]: (n["x"], n["lane"]) for n in nodes}
     fig = go.Figure()
     xs, ys, mx, my, mt = [], [], [], [], []
     for e in graph["edges"]:
@@ -159,7 +159,7 @@ def co_lineage(graph: dict, metric: str) -> go.Figure:
             marker.update(color=[n[metric] for n in group], colorscale=scale, cmin=0, cmax=1,
                           colorbar=dict(title=label, thickness=12))
         fig.add_trace(scatter(
-            x=[n["round"] for n in group], y=[n["lane"] for n in group], showlegend=False,
+            x=[n["x"] for n in group], y=[n["lane"] for n in group], showlegend=False,
             mode="markers+text" if len(nodes) <= 60 else "markers", text=[n["checkpoint"] for n in group],
             textposition="top center", customdata=[[n["evaluation"]] for n in group], marker=marker,
             hovertext=[_pair_hover(n) for n in group], hoverinfo="text"))

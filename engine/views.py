@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections import Counter
 
 import yaml
 
@@ -271,9 +272,16 @@ def co_lineage(a: Archive, task: str, split: str) -> dict:
     lanes = {h: i for i, h in enumerate(lineage_order(harness_dag(a), {p[0] for p in pairs}))}
     names_h = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM harnesses")}
     nodes = []
-    for p in sorted(pairs, key=lambda p: (made_in.get(p, 0), lanes[p[0]], natural_key(p[1]))):
+    ordered = sorted(pairs, key=lambda p: (made_in.get(p, 0), lanes[p[0]], natural_key(p[1])))
+    per_spot = Counter((made_in.get(p, 0), lanes[p[0]]) for p in ordered)
+    seen: Counter = Counter()
+    for p in ordered:
         c = cells.get(p, {})
-        nodes.append({"id": f"{p[0]} x {p[1]}", "harness": p[0], "checkpoint": p[1],
+        spot = (made_in.get(p, 0), lanes[p[0]])
+        # pairs of one harness made in one round (the seeds' several checkpoints) side by side in its lane
+        x = spot[0] + (0.0 if per_spot[spot] == 1 else 0.7 * (seen[spot] / (per_spot[spot] - 1) - 0.5))
+        seen[spot] += 1
+        nodes.append({"id": f"{p[0]} x {p[1]}", "harness": p[0], "checkpoint": p[1], "x": x,
                       "harness_name": names_h.get(p[0], p[0]), "round": made_in.get(p, 0), "lane": lanes[p[0]],
                       "evaluation": c.get("id"), "score": c.get("score"), "timr": c.get("timr"), "n": c.get("n")})
     return {"task": task, "split": split, "nodes": nodes,

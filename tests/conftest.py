@@ -91,3 +91,14 @@ def copy_default(small_default, dst_dir: Path) -> Path:
     with Archive(small_default[0]) as src:
         copy_archive(src, dst_dir / "archive.db").close()
     return dst_dir / "archive.db"
+
+
+@pytest.fixture(scope="session")
+def one_round(small_default, tmp_path_factory):
+    """The small default after `coevo run --rounds 1` with the default settings (its inheritance probes
+    stored). Tests that write take a copy (`copy_default(one_round, ...)`)."""
+    path = copy_default(small_default, tmp_path_factory.mktemp("one-round"))
+    root = Path(small_default[0]).parent
+    out = coevo("run", "--rounds", "1", "--archive", str(path), "--config", str(root / "init.yaml"),
+                "--run-config", str(root / "run.yaml"))
+    return path, out.stdout

@@ -115,6 +115,7 @@ def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
     progress(0, total, f"round: {STEPS[0]}")
     def on_pause(act: dict | None) -> None:
         progress(steps_done, total, f"paused by {act['decided_by']}: waiting for a resume" if act else "resumed")
+        getattr(progress, "flush", lambda: None)()  # the reporter throttles; a pause may last long
 
     runner = RoundRunner(archive, cfg, log=lambda m: print(m, flush=True), on_step=on_step, on_pause=on_pause)
     try:
