@@ -100,7 +100,7 @@ def heatmap(matrix: dict, metric: str, order: str = "lineage") -> go.Figure:
     show_ticks = max(len(rows), len(cols)) <= 60
     fig.update_layout(
         title=f"{matrix['task']}/{matrix['split']}: {label} per harness (rows) x checkpoint (columns)",
-        height=max(320, cell_px * len(rows) + 180), margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select",
+        height=max(320, cell_px * len(rows) + 200), margin=dict(l=10, r=10, t=90, b=10), clickmode="event+select",
         legend=dict(orientation="h", yanchor="bottom", y=-0.08, x=0),
         xaxis=dict(type="category", categoryorder="array", categoryarray=cols, showticklabels=show_ticks,
                    title="checkpoint", side="top", showgrid=False),
@@ -139,14 +139,14 @@ def co_lineage(graph: dict, metric: str) -> go.Figure:
                               line=dict(width=1.2, color="#8a8a8a")))
         fig.add_trace(scatter(x=mx, y=my, mode="markers", hovertext=mt, hoverinfo="text", showlegend=False,
                               marker=dict(size=6, color="#8a8a8a", symbol="diamond")))
-    if len(graph["edges"]) <= 40:  # arrows with their labels while they stay readable
-        for e in graph["edges"]:
-            (x0, y0), (x1, y1) = pos[e["source"]], pos[e["target"]]
-            fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
-                               showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.2, arrowcolor="#666",
-                               standoff=9, startstandoff=9)
-            fig.add_annotation(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=e["label"].split(": ", 1)[1],
-                               showarrow=False, font=dict(size=10, color="#444"), yshift=10)
+    notes = []  # arrows with their labels while they stay readable; set at once (add_annotation is slow)
+    for e in graph["edges"] if len(graph["edges"]) <= 40 else []:
+        (x0, y0), (x1, y1) = pos[e["source"]], pos[e["target"]]
+        notes.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                          showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.2, arrowcolor="#666",
+                          standoff=9, startstandoff=9))
+        notes.append(dict(x=(x0 + x1) / 2, y=(y0 + y1) / 2, text=e["label"].split(": ", 1)[1], showarrow=False,
+                          font=dict(size=10, color="#444"), yshift=10))
     scale, label = SCALES[metric]
     for group, color in (([n for n in nodes if n.get(metric) is not None], None),
                          ([n for n in nodes if n.get(metric) is None], UNEVALUATED)):
@@ -166,7 +166,7 @@ def co_lineage(graph: dict, metric: str) -> go.Figure:
     lanes = sorted({(n["lane"], n["harness"], n["harness_name"]) for n in nodes})
     rounds = sorted({n["round"] for n in nodes})
     fig.update_layout(
-        title=f"{graph['task']}/{graph['split']}: co-lineage of (harness, checkpoint) pairs",
+        title=f"{graph['task']}/{graph['split']}: co-lineage of (harness, checkpoint) pairs", annotations=notes,
         height=min(1600, max(360, 60 * len(lanes) + 140)), margin=dict(l=10, r=10, t=50, b=10),
         clickmode="event+select",
         xaxis=dict(title="round (0: seeds)", tickmode="array", tickvals=rounds if len(rounds) <= 40 else None,
