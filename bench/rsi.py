@@ -152,12 +152,19 @@ def main() -> None:
     print("\nthe roots and their TIES merge (base: their common ancestor) under each seed harness:")
     for r in merge_rows:
         print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
-    print(f"\nheld-out ({split_name}, {len(items)} rows): success per category")
-    cats = [c for c in heldout["seed"]["metrics"] if c != "overall"] + ["overall"]
-    print(f"{'pair':<26}" + "".join(f"{c:>9}" for c in cats) + f"{'TIMR':>8}")
+    metrics = heldout["seed"]["metrics"]
+    if any(isinstance(v, dict) for v in metrics.values()):  # per category, as HomeBench and Who&When report
+        print(f"\nheld-out ({split_name}, {len(items)} rows): success per category")
+        cols = [c for c in metrics if c != "overall"] + ["overall"]
+        cell = lambda m, c: _success(m.get(c))  # noqa: E731
+    else:  # one flat table of rates, as Spider-AC reports
+        print(f"\nheld-out ({split_name}, {len(items)} rows)")
+        cols = [c for c, v in metrics.items() if isinstance(v, float)]
+        cell = lambda m, c: f"{m[c]:.3f}" if isinstance(m.get(c), (int, float)) else "-"  # noqa: E731
+    width = max(9, *(len(c) + 2 for c in cols))
+    print(f"{'pair':<26}" + "".join(f"{c:>{width}}" for c in cols) + f"{'TIMR':>8}")
     for label, e in heldout.items():
-        m = e["metrics"]
-        cells = "".join(f"{_success(m.get(c)):>9}" for c in cats)
+        cells = "".join(f"{cell(e['metrics'], c):>{width}}" for c in cols)
         print(f"{label + ' ' + e['harness_id'] + ' x ' + e['checkpoint_id']:<26}{cells}{e['timr']:>8.1%}")
     if args.json:
         print(json.dumps({"brain": args.brain, "task": cfg.task, "archive": str(path),

@@ -18,8 +18,9 @@ KINDS = {"round": "Rounds of co-evolution", "eval": "Evaluation of a (harness, c
          "matrix": "Fill the heatmap: the top harnesses x top checkpoints in full"}
 kind = st.selectbox("Start a job", list(KINDS), format_func=lambda k: f"{k}: {KINDS[k]}", key="job-kind")
 harnesses = [h["id"] for h in data.ids("harness")]
-held = data.tasks()  # the form starts on a task the archive holds
-task_index = task_names().index(held[0]) if held and held[0] in task_names() else 0
+# the form starts on a task the archive holds: the most evaluated one, else one it has harnesses of
+held = [t for t in [r["task"] for r in data.task_splits()] + data.tasks() if t in task_names()]
+task_index = task_names().index(held[0]) if held else 0
 checkpoints = [c["id"] for c in data.ids("checkpoint")]
 with st.form(f"job-form-{kind}"):
     if kind == "round":

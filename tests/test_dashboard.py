@@ -296,3 +296,43 @@ def test_dashboard_refuses_to_bind_beyond_loopback_without_a_token(synthetic, tm
     bad.write_text("host: 0.0.0.0\nport: eighty\n")
     with pytest.raises(Exception, match=r"dashboard.yaml.*port"):
         load_dashboard_config(bad)
+
+
+def test_presentation_mode_hides_the_developer_toolbar(synthetic):
+    from engine.dashboard import DashboardConfig, command
+    for present, mode in ((False, "auto"), (True, "minimal")):
+        cmd, _ = command(synthetic, DashboardConfig(present=present))
+        assert cmd[cmd.index("--client.toolbarMode") + 1] == mode
+
+
+def test_overview_follows_the_open_round(archive_copy, monkeypatch):
+    from engine.evolve import steering
+    with Archive(archive_copy, readonly=True) as a:
+        (open_round,) = [r for r in a.rounds() if r["state"] != "done"][:1]
+        done = {s["step"] for s in a.round_steps(open_round["id"]) if s["state"] == "done"}
+    at = open_app(archive_copy, monkeypatch)
+    heading = next(m.value for m in at.markdown if m.value.startswith("#### Round"))
+    current = next(s for s in ("curate", "edit", "inherit", "sample", "sft", "evaluate") if s not in done)
+    assert heading.startswith(f"#### Round {open_round['id']} ") and f"**{current}**" in heading
+    assert not at.warning
+    with Archive(archive_copy) as a:  # a person pauses: the page shows it on its next run
+        steering.pause(a, by="ops", why="GPU maintenance")
+    at.run()
+    assert any("Paused by ops: GPU maintenance" in w.value for w in at.warning)
+
+
+def test_jobs_form_starts_on_a_task_the_archive_holds(tmp_path, monkeypatch):
+    from engine.testing.synthetic import build_synthetic
+    path = tmp_path / "archive.db"
+    build_synthetic(path, harnesses=6, checkpoints=6, evaluations=30, turns=600, tasks=("rbac_sql",), seed=1)
+    at = open_app(path, monkeypatch, "jobs")
+    assert at.selectbox(key="job-round-task").value == "rbac_sql"
+    at.selectbox(key="job-kind").set_value("eval").run()
+    assert at.selectbox(key="job-task").value == "rbac_sql"
+
+
+def test_trajectories_open_the_newest_evaluation_without_a_click(synthetic, monkeypatch):
+    with Archive(synthetic, readonly=True) as a:
+        newest = a.query("SELECT MAX(id) AS id FROM evaluations WHERE split NOT LIKE '%:probe'")[0]["id"]
+    at = open_app(synthetic, monkeypatch, "trajectories")
+    assert at.subheader[0].value.startswith(f"Evaluation {newest}:")
