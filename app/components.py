@@ -20,7 +20,8 @@ def chart(fig, name: str, *, key: str | None = None, select: bool = False):
     if not select or not event:
         return []
     points = event["selection"].get("points", [])  # the state is a dict (AppTest sets it as one)
-    return [p["customdata"][0] for p in points if p.get("customdata")]
+    ids = [p.get("customdata") for p in points]  # a figure's customdata is one id per point, bare or in a list
+    return [i[0] if isinstance(i, list) else i for i in ids if i is not None and i != [None]]
 
 
 def task_split_picker(key: str) -> tuple[str, str] | None:

@@ -31,15 +31,15 @@ def build(name: str, **want) -> Path:
     path = out / f"{name}.db"
     stamp = path.with_suffix(".json")
     want = {k: list(v) if isinstance(v, tuple) else v for k, v in want.items()}
-    from engine.archive.schema import SCHEMA_VERSION
-    want["schema"] = SCHEMA_VERSION
     if path.exists() and stamp.exists() and json.loads(stamp.read_text()) == want:
+        from engine.archive import Archive
+        Archive(path).close()  # an archive of an older schema migrates as a user's would
         print(f"reusing {path} ({path.stat().st_size / 2**20:.0f} MiB)")
         return path
     for p in out.glob(f"{name}.db*"):
         p.unlink()
     t0 = time.time()
-    counts = build_synthetic(path, **{k: v for k, v in want.items() if k != "schema"})
+    counts = build_synthetic(path, **want)
     print(f"built {path} in {time.time() - t0:.0f}s: {counts['harnesses']} harnesses, {counts['checkpoints']} "
           f"checkpoints, {counts['evaluations']} evaluations, {counts['turns']} turns, "
           f"{path.stat().st_size / 2**20:.0f} MiB")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.archive import Archive
+from engine.errors import CoevoError
 from engine.train.merge import run_ties, ties_config
 from engine.train.sft import SftJob, finish_sft, load_profile, start_sft
 
@@ -36,9 +37,32 @@ class SftRequest:
     harness: str | None = None
 
     def job(self, archive: Archive) -> SftJob:
-        return SftJob(model_dir=archive.checkpoint(self.parent)["path"], dataset=archive.dataset(self.dataset)["path"],
+        return SftJob(model_dir=weights(archive, self.parent), dataset=archive.dataset(self.dataset)["path"],
                       output_dir=str(archive.files_dir / "checkpoints" / self.name),
                       profile=load_profile(self.profile), seed=self.seed)
+
+
+def weights(archive: Archive, checkpoint: str) -> str:
+    """A checkpoint's model directory; a served model (an endpoint) has none to train or merge."""
+    c = archive.checkpoint(checkpoint)
+    if c["kind"] == "endpoint":
+        raise CoevoError(f"checkpoint {c['id']} ({c['name']}) is a served model at {c['path']}: it has no weights "
+                         "to fine-tune or merge")
+    return c["path"]
+
+
+def register_endpoint(archive: Archive, name: str, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
+                      **options) -> str:
+    """A model behind an OpenAI-compatible API as a checkpoint of kind `endpoint` (once per name): a
+    baseline in the matrix and the lineage. The key's variable name is kept, never the key."""
+    found = archive.find_checkpoint(name)
+    if found:
+        c = archive.checkpoint(found)
+        if c["kind"] != "endpoint" or (c["path"], c["recipe"].get("model")) != (base_url, model):
+            raise CoevoError(f"checkpoint {name!r} exists as {c['kind']} at {c['path']}: pick another name")
+        return found
+    return archive.add_checkpoint(name=name, path=base_url, kind="endpoint",
+                                  recipe={"base_url": base_url, "model": model, "api_key_env": api_key_env, **options})
 
 
 def train(archive: Archive, requests: list[SftRequest]) -> list[Built]:
@@ -59,8 +83,7 @@ def train(archive: Archive, requests: list[SftRequest]) -> list[Built]:
 
 def merge(archive: Archive, models: list[str], base: str, name: str, *, density: float = 0.5) -> Built:
     """TIES-merge archive checkpoints over `base` into checkpoints/NAME."""
-    recipe = ties_config([archive.checkpoint(c)["path"] for c in models], archive.checkpoint(base)["path"],
-                         density=density)
+    recipe = ties_config([weights(archive, c) for c in models], weights(archive, base), density=density)
     out = run_ties(recipe, archive.files_dir / "checkpoints" / name)
     return Built(name, out, "merge", [(c, "model") for c in models] + [(base, "base")],
                  {"mergekit": recipe, "base": base})

@@ -9,6 +9,7 @@ import time
 
 from engine.archive import DEFAULT_PATH, Archive
 from engine.errors import CoevoError, InputError
+from engine.models import BACKENDS
 from engine.models.gguf import BRAINS
 from engine.run_config import CHOICE_FIELDS, choices
 
@@ -38,8 +39,22 @@ def cmd_model_import(args) -> None:
 def cmd_eval(args) -> None:
     from engine.evaluate import evaluate
     with _archive(args) as archive:
-        r = evaluate(archive, args.harness, args.checkpoint, args.task, args.split, data_dir=args.data,
-                     limit=args.limit, progress=_progress(args))
+        checkpoint = args.checkpoint
+        if args.backend == "openai":  # a served model: registered once by name as an endpoint checkpoint
+            from engine.checkpoints import register_endpoint
+            if not (args.base_url and args.model):
+                raise InputError("--backend openai needs --base-url and --model", field="--base-url")
+            checkpoint = register_endpoint(archive, args.model, args.base_url, args.model,
+                                           api_key_env=args.api_key_env, concurrency=args.concurrency,
+                                           timeout_s=args.timeout)
+        elif not checkpoint:
+            raise InputError("give --checkpoint (or --backend openai --base-url URL --model NAME)", field="--checkpoint")
+        backend = None
+        if args.backend not in (None, "openai"):
+            from engine.models import BackendSpec
+            backend = BackendSpec(name=args.backend)
+        r = evaluate(archive, args.harness, checkpoint, args.task, args.split, data_dir=args.data,
+                     limit=args.limit, progress=_progress(args), backend_spec=backend)
         print(f"evaluation {r['id']}: {r['harness_id']} x {r['checkpoint_id']} on {args.task}/{args.split}: "
               f"score {r['score']:.3f}  TIMR {r['timr']:.1%} ({r['mismatched_turns']}/{r['turns']} turns)  "
               f"{r['tokens']} tokens in {r['seconds']:.1f}s")
@@ -337,7 +352,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = command("eval", cmd_eval, "evaluate a (harness, checkpoint) pair on a task split")
     sp.add_argument("--harness", required=True, help="harness id or name")
-    sp.add_argument("--checkpoint", required=True, help="checkpoint id or name")
+    sp.add_argument("--checkpoint", help="checkpoint id or name (not with --backend openai)")
+    sp.add_argument("--backend", choices=BACKENDS.names(), help="the model backend (default transformers); openai: "
+                                                                "a served model at --base-url named --model")
+    sp.add_argument("--base-url", help="openai: the server's API root, e.g. http://127.0.0.1:8000/v1")
+    sp.add_argument("--model", help="openai: the served model's name (the endpoint checkpoint's name too)")
+    sp.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: the environment variable holding "
+                                                                    "the key (the key is never stored)")
+    sp.add_argument("--concurrency", type=int, default=4, help="openai: requests in flight")
+    sp.add_argument("--timeout", type=float, default=60.0, help="openai: seconds per request")
     sp.add_argument("--task", default="smart_home")
     sp.add_argument("--split", default="dev", help="a split name in the data folder, or a JSONL path")
     sp.add_argument("--data", help="the task's data folder (default: the archive's generated data)")

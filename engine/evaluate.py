@@ -6,7 +6,7 @@ from typing import Callable
 
 from engine.archive import Archive
 from engine.harness.spec import HarnessSpec
-from engine.models import BackendSpec, load_backend
+from engine.models import BackendSpec, endpoint_spec, load_backend
 from engine.rollout import episode_rows, run_episodes, summarize, timed
 from engine.tasks import get_task
 
@@ -33,7 +33,8 @@ def evaluate_seed_matrix(archive: Archive, task: str, split: str, *, limit=None,
     harnesses = [h for h in archive.harnesses(task) if h["creator"] == "seed"]
     tasks = archive.checkpoint_tasks()
     for c in archive.checkpoints():
-        if (c["kind"] == "base" and not include_base) or tasks[c["id"]] not in (task, None) or c["round"] is not None:
+        if ((c["kind"] == "base" and not include_base) or c["kind"] == "endpoint" or tasks[c["id"]] not in (task, None)
+                or c["round"] is not None):
             continue
         todo = [h for h in harnesses if (h["id"], c["id"]) not in done]
         backend = load_backend(backend_spec or BackendSpec(), c["path"]) if todo else None
@@ -53,6 +54,8 @@ def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = 
     spec = HarnessSpec.from_dict(h["spec"], source=f"harness {h['id']}")
     t = get_task(task, data_dir or task_dir(archive, task))
     items = items if items is not None else t.load(split, limit)
+    if c["kind"] == "endpoint":  # a served model: its own backend, whatever the run's is
+        backend_spec = endpoint_spec(c)
     backend_spec = backend_spec or BackendSpec(name=getattr(backend, "name", "transformers"),
                                                compute_type=getattr(backend, "compute_type", None))
     backend = backend or load_backend(backend_spec, c["path"])

@@ -74,29 +74,32 @@ def heatmap(matrix: dict, metric: str, order: str = "lineage") -> go.Figure:
     evaluation. A probe cell (a few items, an inheritance probe) is a smaller, outlined square."""
     rows = matrix["orders"][order]["rows"]
     cols = matrix["orders"][order]["cols"]
-    names_h = {h["id"]: h["name"] for h in matrix["harnesses"]}
-    names_c = {c["id"]: c["name"] for c in matrix["checkpoints"]}
     cell_px = max(3, min(40, 900 // max(len(cols), 1), 900 // max(len(rows), 1)))
     scale, label = SCALES[metric]
     fig = go.Figure()
-    many = len(matrix["cells"]) > 2000
-    for probe in (False, True):
-        cells = [c for c in matrix["cells"] if c["probe"] == probe]
-        if not cells:
+    cells = matrix["cells"]
+    probe = np.array(cells["probe"], dtype=bool)
+    columns = {k: np.array(v, dtype=object if k in ("harness", "checkpoint", "kinds") else float)
+               for k, v in cells.items() if k != "probe"}
+    for is_probe in (False, True):
+        pick = probe == is_probe
+        if not pick.any():
             continue
-        trace = go.Scattergl if many else go.Scatter
-        # numpy arrays: plotly validates and serializes them whole, not element by element (2-3x faster
-        # at tens of thousands of cells)
+        trace = go.Scattergl if matrix["size"] > 2000 else go.Scatter
+        # numpy arrays: plotly validates and serializes them whole, not element by element
         fig.add_trace(trace(
-            x=np.array([c["checkpoint"] for c in cells], dtype=object),
-            y=np.array([c["harness"] for c in cells], dtype=object), mode="markers",
-            name="inheritance probe" if probe else "full evaluation", showlegend=True,
-            customdata=[[c["id"]] for c in cells],  # a plain list: the click's selection event must carry it
-            marker=dict(symbol="square", size=cell_px * (0.62 if probe else 0.92),
-                        color=np.array([c[metric] for c in cells], dtype=float), colorscale=scale, cmin=0, cmax=1,
-                        colorbar=dict(title=label, thickness=12) if not probe else None, showscale=not probe,
-                        line=dict(width=1.5 if probe else 0, color="#222")),
-            hovertext=np.array([_cell_hover(c, names_h, names_c) for c in cells], dtype=object), hoverinfo="text"))
+            x=columns["checkpoint"][pick], y=columns["harness"][pick], mode="markers",
+            name="inheritance probe" if is_probe else "full evaluation", showlegend=True,
+            # one id per point, 1-D: plotly sends it as a typed array and the click's selection event
+            # carries it as a plain number
+            customdata=columns["id"][pick].astype(np.int64),
+            marker=dict(symbol="square", size=cell_px * (0.62 if is_probe else 0.92), color=columns[metric][pick],
+                        colorscale=scale, cmin=0, cmax=1, colorbar=dict(title=label, thickness=12) if not is_probe
+                        else None, showscale=not is_probe, line=dict(width=1.5 if is_probe else 0, color="#222")),
+            # the per-cell part of the hover only (ids and the colour come from x, y, marker)
+            text=_cell_texts(columns, pick, is_probe),
+            hovertemplate="harness %{y} x checkpoint %{x}<br>%{text}<br>evaluation %{customdata} "
+                          "(click for trajectories)<extra></extra>"))
     show_ticks = max(len(rows), len(cols)) <= 60
     fig.update_layout(
         title=f"{matrix['task']}/{matrix['split']}: {label} per harness (rows) x checkpoint (columns)",
@@ -110,12 +113,10 @@ def heatmap(matrix: dict, metric: str, order: str = "lineage") -> go.Figure:
     return fig
 
 
-def _cell_hover(c: dict, names_h: dict, names_c: dict) -> str:
-    kinds = " · ".join(f"{k} {n}" for k, n in c["kinds"].items()) or "none"
-    what = f"inheritance probe on {c['n']} items" if c["probe"] else f"full evaluation, n={c['n']}"
-    return (f"{c['harness']} {names_h.get(c['harness'], '')}<br>{c['checkpoint']} {names_c.get(c['checkpoint'], '')}"
-            f"<br>score {c['score']:.3f} · TIMR {c['timr']:.1%}<br>{what}<br>mismatches: {kinds}"
-            f"<br>evaluation {c['id']} (click for trajectories)")
+def _cell_texts(columns: dict, pick, probe: bool) -> np.ndarray:
+    tag = "probe, " if probe else ""
+    return np.array([f"score {s:.3f} · TIMR {t:.1%} · {tag}n={int(n)}<br>mismatches: {k}" for s, t, n, k in zip(
+        columns["score"][pick], columns["timr"][pick], columns["n"][pick], columns["kinds"][pick])], dtype=object)
 
 
 def co_lineage(graph: dict, metric: str) -> go.Figure:

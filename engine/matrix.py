@@ -28,7 +28,8 @@ def top_pairs(archive: Archive, task: str, split: str, k: int) -> tuple[list[str
         best_c[c["checkpoint"]] = max(best_c.get(c["checkpoint"], -1.0), c["score"])
     tasks = archive.checkpoint_tasks()
     harnesses = ranked(best_h, [h["id"] for h in archive.harnesses(task)])[:k]
-    checkpoints = ranked(best_c, [c["id"] for c in archive.checkpoints() if tasks.get(c["id"]) in (task, None)])[:k]
+    checkpoints = ranked(best_c, [c["id"] for c in archive.checkpoints()  # baselines: `coevo baselines`
+                                  if tasks.get(c["id"]) in (task, None) and c["kind"] != "endpoint"])[:k]
     for r in reversed(archive.rounds()):
         done = archive.step_result(r["id"], "evaluate")
         if done and archive.evaluation(done["evaluation"])["task"] == task:

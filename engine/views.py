@@ -5,6 +5,7 @@ evaluation's episodes. The dashboard caches them keyed on the archive's version 
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from collections import Counter
 
@@ -173,32 +174,49 @@ def checkpoint_detail(a: Archive, cid: str) -> dict:
 def matrix(a: Archive, task: str, split: str) -> dict:
     """The newest full evaluation of every (harness, checkpoint) pair, and the newest inheritance probe
     of every pair without one (marked `probe`, with its n); rows and columns in lineage order and in
-    score order."""
-    cells = _cells(a, task, split, probe=False)
-    full = {(c["harness"], c["checkpoint"]) for c in cells}
-    cells += [c for c in _cells(a, task, probe_split(split), probe=True) if (c["harness"], c["checkpoint"]) not in full]
+    score order. The cells are columns (a list per field, `kinds` as text): a filled 500 x 500 matrix is
+    tens of thousands of cells, and columns build, cache and draw several times faster than dicts."""
+    full = _cells(a, task, split)
+    probes = _cells(a, task, probe_split(split))
+    have = set(zip(full[0], full[1]))
+    keep = [i for i, pair in enumerate(zip(probes[0], probes[1])) if pair not in have]
+    cols = [f + [p[i] for i in keep] for f, p in zip(full, probes)]
+    cells = dict(zip(("harness", "checkpoint", "id", "score", "timr", "n", "kinds"), cols))
+    cells["probe"] = [False] * len(full[0]) + [True] * len(keep)
+    cells["kinds"] = [_kinds_text(k) for k in cells["kinds"]]
     names_h = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM harnesses")}
     names_c = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM checkpoints")}
-    rows = {c["harness"] for c in cells}
-    cols = {c["checkpoint"] for c in cells}
-    return {"task": task, "split": split, "cells": cells,
+    rows, columns = set(cells["harness"]), set(cells["checkpoint"])
+    return {"task": task, "split": split, "cells": cells, "size": len(cells["id"]),
             "harnesses": [{"id": h, "name": names_h.get(h, h)} for h in sorted(rows, key=natural_key)],
-            "checkpoints": [{"id": c, "name": names_c.get(c, c)} for c in sorted(cols, key=natural_key)],
+            "checkpoints": [{"id": c, "name": names_c.get(c, c)} for c in sorted(columns, key=natural_key)],
             "orders": {"lineage": {"rows": lineage_order(harness_dag(a), rows),
-                                   "cols": lineage_order(checkpoint_dag(a), cols)},
+                                   "cols": lineage_order(checkpoint_dag(a), columns)},
                        "score": {"rows": _by_score(cells, "harness", rows),
-                                 "cols": _by_score(cells, "checkpoint", cols)}}}
+                                 "cols": _by_score(cells, "checkpoint", columns)}}}
 
 
-def _cells(a: Archive, task: str, split: str, *, probe: bool) -> list[dict]:
-    rows = a.query(
-        "SELECT e.harness_id AS harness, e.checkpoint_id AS checkpoint, e.id, e.score, e.timr, e.episodes AS n, "
-        "e.mismatch_kinds AS kinds FROM evaluations e JOIN (SELECT MAX(id) AS id FROM evaluations "
-        "WHERE task = ? AND split = ? GROUP BY harness_id, checkpoint_id) m ON m.id = e.id", (task, split))
-    for r in rows:
-        r["probe"] = probe
-        r["kinds"] = json.loads(r["kinds"])
-    return rows
+def cell_rows(m: dict) -> list[dict]:
+    """A matrix's cells as one dict each."""
+    keys = list(m["cells"])
+    return [dict(zip(keys, values)) for values in zip(*m["cells"].values())]
+
+
+def _cells(a: Archive, task: str, split: str) -> list[list]:
+    """The newest evaluation of every pair on a task split, as columns: harness, checkpoint, id, score,
+    timr, n, mismatch kinds (JSON)."""
+    # SQLite takes the bare columns from the row of MAX(id); the evaluations_cells index covers them all
+    rows = a.conn.execute(
+        "SELECT harness_id, checkpoint_id, MAX(id), score, timr, episodes, mismatch_kinds FROM evaluations "
+        "WHERE task = ? AND split = ? GROUP BY harness_id, checkpoint_id", (task, split)).fetchall()
+    return [list(col) for col in zip(*rows)] if rows else [[] for _ in range(7)]
+
+
+@functools.lru_cache(maxsize=65536)
+def _kinds_text(kinds_json: str) -> str:
+    if kinds_json == "{}":
+        return "none"
+    return " · ".join(f"{k} {n}" for k, n in json.loads(kinds_json).items())
 
 
 def lineage_order(dag, keep: set[str]) -> list[str]:
@@ -213,12 +231,12 @@ def lineage_order(dag, keep: set[str]) -> list[str]:
     return [n for n in order if n in keep] + sorted(keep - seen, key=natural_key)
 
 
-def _by_score(cells: list[dict], key: str, ids: set[str]) -> list[str]:
+def _by_score(cells: dict, key: str, ids: set[str]) -> list[str]:
     """Best full score first (probe-only rows after), then by id."""
     best: dict[str, float] = {}
-    for c in cells:
-        if not c["probe"]:
-            best[c[key]] = max(best.get(c[key], -1.0), c["score"])
+    for k, score, probe in zip(cells[key], cells["score"], cells["probe"]):
+        if not probe and score > best.get(k, -1.0):
+            best[k] = score
     return sorted(ids, key=lambda i: (-best.get(i, -1.0), natural_key(i)))
 
 
@@ -228,7 +246,9 @@ def co_lineage(a: Archive, task: str, split: str) -> dict:
     every round's pair and parent pair), edges a round's move from its parent pair to its new pair,
     labelled with the edit operator and the inheritance choice. Nodes sit at the round that made them
     (0: made outside rounds), in lanes by harness lineage order."""
-    cells = {(c["harness"], c["checkpoint"]): c for c in _cells(a, task, split, probe=False)}
+    h, c, ids, scores, timrs, ns, _ = _cells(a, task, split)
+    cells = {(hh, cc): {"checkpoint": cc, "id": i, "score": s, "timr": t, "n": n}
+             for hh, cc, i, s, t, n in zip(h, c, ids, scores, timrs, ns)}
     steps: dict[int, dict] = {}
     for r in a.query(
             "SELECT s.round_id, s.step, s.result, json_extract(r.config, '$.task') AS task, "

@@ -16,8 +16,8 @@ with c3:
     order = st.radio("Order rows and columns by", ["lineage", "score"], horizontal=True, key="heatmap-order")
 if ts:
     m = data.matrix(*ts)
-    probes = sum(c["probe"] for c in m["cells"])
-    st.caption(f"{len(m['harnesses'])} harnesses x {len(m['checkpoints'])} checkpoints: {len(m['cells']) - probes} "
+    probes = sum(m["cells"]["probe"])
+    st.caption(f"{len(m['harnesses'])} harnesses x {len(m['checkpoints'])} checkpoints: {m['size'] - probes} "
                f"pairs with a full evaluation (the newest), {probes} known only from an inheritance probe (small, "
                "outlined squares: a few items, not a score). `coevo matrix --fill` evaluates the top pairs in "
                "full. Hover for n and the kinds of mismatch; click a cell for its trajectories.")

@@ -99,12 +99,12 @@ def test_heatmap_cells_carry_their_evaluation_and_a_click_opens_it(synthetic, mo
     trace = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
     customdata, colors = typed_array(trace["customdata"]), typed_array(trace["marker"]["color"])
     assert len(customdata) == len(cells)
-    for h, c, (eid,), timr in zip(trace["y"], trace["x"], customdata, colors):
+    for h, c, eid, timr in zip(trace["y"], trace["x"], customdata, colors):
         assert cells[(h, c)]["id"] == eid and cells[(h, c)]["timr"] == timr
 
     # AppTest cannot click a plotly point: give the chart the selection a click makes
-    eid = int(customdata[0][0])
-    at.session_state["heatmap-0"] = {"selection": {"points": [{"customdata": [eid]}], "point_indices": [0],
+    eid = int(customdata[0])
+    at.session_state["heatmap-0"] = {"selection": {"points": [{"customdata": eid}], "point_indices": [0],
                                                    "box": [], "lasso": []}}
     at.run()
     assert not at.exception, [e.value for e in at.exception]

@@ -191,6 +191,30 @@ MIGRATIONS: list[str] = [
     CREATE INDEX decisions_status ON decisions (status);
     CREATE INDEX decisions_kind ON decisions (kind, round_id);
     """,
+    # 4: a checkpoint of kind 'endpoint': a model served behind an OpenAI-compatible API (no weights; its
+    # path is the base URL, its recipe the model name): a baseline, never an SFT or merge parent
+    """
+    CREATE TABLE checkpoints_v4 (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        path TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('base', 'sft', 'merge', 'endpoint')),
+        harness_id TEXT REFERENCES harnesses(id),
+        dataset_id TEXT REFERENCES datasets(id),
+        recipe TEXT NOT NULL DEFAULT '{}',
+        round INTEGER,
+        created_at TEXT NOT NULL
+    );
+    INSERT INTO checkpoints_v4 SELECT * FROM checkpoints;
+    DROP TABLE checkpoints;
+    ALTER TABLE checkpoints_v4 RENAME TO checkpoints;
+    """,
+    # 5: the heatmap's cells (a pair's newest evaluation with its n and mismatch kinds) in one covering scan
+    """
+    CREATE INDEX evaluations_cells ON evaluations
+        (task, split, harness_id, checkpoint_id, id, score, timr, episodes, mismatch_kinds);
+    DROP INDEX evaluations_matrix;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -123,11 +123,22 @@ class Archive:
         current = self.schema_version()
         if current > SCHEMA_VERSION:
             raise ArchiveError(f"{self.path}: schema version {current} is newer than this code ({SCHEMA_VERSION})")
-        for version in range(current, SCHEMA_VERSION):
-            # executescript commits first; the migration and its version bump are then one transaction
-            self.conn.executescript(
-                f"BEGIN IMMEDIATE;\n{MIGRATIONS[version]}\nPRAGMA user_version = {version + 1};\nCOMMIT;"
-            )
+        if current == SCHEMA_VERSION:
+            return
+        # a migration may rebuild a table others reference: SQLite's procedure turns the checks off for it
+        # and verifies every reference before turning them on again
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            for version in range(current, SCHEMA_VERSION):
+                # executescript commits first; the migration and its version bump are then one transaction
+                self.conn.executescript(
+                    f"BEGIN IMMEDIATE;\n{MIGRATIONS[version]}\nPRAGMA user_version = {version + 1};\nCOMMIT;"
+                )
+            broken = self.conn.execute("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise ArchiveError(f"{self.path}: migration left broken references: {[tuple(r) for r in broken[:5]]}")
+        finally:
+            self.conn.execute("PRAGMA foreign_keys = ON")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite_utils.Database]:

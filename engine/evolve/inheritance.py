@@ -45,7 +45,8 @@ POLICIES: Registry = Registry("inheritance policy")
 def candidates(archive: Archive, task: str, excluded: set[str] = frozenset()) -> list[str]:
     """The checkpoints of this task's lineage (and models registered from outside), less the excluded."""
     tasks = archive.checkpoint_tasks()
-    ckpts = [c for c in archive.checkpoints() if tasks.get(c["id"]) in (task, None) and c["id"] not in excluded]
+    ckpts = [c for c in archive.checkpoints() if tasks.get(c["id"]) in (task, None) and c["id"] not in excluded
+             and c["kind"] != "endpoint"]  # a served model has no weights to inherit
     trained = [c["id"] for c in ckpts if c["kind"] != "base"]
     return trained or [c["id"] for c in ckpts]
 

@@ -57,6 +57,12 @@ def _ref(get: Callable[[str], dict], what: str, ref: str, field: str) -> str:
         raise InputError(f"no {what} {ref!r} in the archive", field=field) from None
 
 
+def _has_weights(archive: Archive, cid: str, field: str) -> None:
+    c = archive.checkpoint(cid)
+    if c["kind"] == "endpoint":
+        raise InputError(f"{cid} is a served model ({c['path']}): no weights to train or merge", field=field)
+
+
 def _claim_name(archive: Archive, stem: str) -> str:
     """A checkpoint name that no row and no directory uses yet, claimed by creating its `.partial` work
     directory (atomically), so that two jobs never train into, or delete, the same directory."""
@@ -170,6 +176,7 @@ class SftArgs(JobArgs):
 
     def check(self, archive):
         checkpoint = _ref(archive.checkpoint, "checkpoint", self.checkpoint, "checkpoint")
+        _has_weights(archive, checkpoint, "checkpoint")
         harness = _ref(archive.harness, "harness", self.harness, "harness")
         try:
             source = archive.dataset(self.dataset)["source"]
@@ -211,6 +218,8 @@ class MergeArgs(JobArgs):
     def check(self, archive):
         from engine.archive.lineage import lowest_common_ancestor
         models = [_ref(archive.checkpoint, "checkpoint", m, f"models.{i}") for i, m in enumerate(self.models)]
+        for i, m in enumerate(models):
+            _has_weights(archive, m, f"models.{i}")
         if len(set(models)) < len(models):
             raise InputError("a checkpoint is given twice", field="models")
         if self.base is not None:

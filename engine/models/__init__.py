@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from engine.registry import Registry
 
@@ -16,12 +16,31 @@ BACKENDS: Registry = Registry("model backend")
 class BackendSpec(BaseModel):
     name: str = "transformers"
     compute_type: Literal["float32", "int8", "int8_float32"] | None = None  # ctranslate2 only
+    # openai only: the served model's name and how to reach it (the key is read from the environment)
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = Field(4, ge=1, le=256)
+    timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0, le=20)
 
     def options(self) -> dict:
+        if self.name == "openai":
+            return {"model": self.model, "api_key_env": self.api_key_env, "concurrency": self.concurrency,
+                    "timeout_s": self.timeout_s, "retries": self.retries}
         return {"compute_type": self.compute_type} if self.compute_type else {}
 
     def label(self) -> str:
+        if self.name == "openai":
+            return f"openai:{self.model}"
         return f"{self.name}:{self.compute_type}" if self.compute_type else self.name
+
+
+def endpoint_spec(checkpoint: dict) -> BackendSpec:
+    """The backend of an endpoint checkpoint (a served model, no weights): from its recipe."""
+    r = checkpoint["recipe"]
+    return BackendSpec(name="openai", model=r["model"], api_key_env=r.get("api_key_env", "OPENAI_API_KEY"),
+                       concurrency=r.get("concurrency", 4), timeout_s=r.get("timeout_s", 60.0),
+                       retries=r.get("retries", 3))
 
 
 @BACKENDS.register("transformers")
@@ -34,6 +53,12 @@ def _transformers(model_dir, **kw):
 def _ctranslate2(model_dir, **kw):
     from engine.models.ct2_backend import CTranslate2Backend
     return CTranslate2Backend(model_dir, **kw)
+
+
+@BACKENDS.register("openai")
+def _openai(base_url, **kw):
+    from engine.models.openai_backend import OpenAIBackend
+    return OpenAIBackend(str(base_url), **kw)
 
 
 def load_backend(spec: BackendSpec | str, model_dir, **kw):
