@@ -79,44 +79,48 @@ def heatmap(matrix: dict, metric: str, order: str = "lineage") -> go.Figure:
     fig = go.Figure()
     cells = matrix["cells"]
     probe = np.array(cells["probe"], dtype=bool)
-    columns = {k: np.array(v, dtype=object if k in ("harness", "checkpoint", "kinds") else float)
-               for k, v in cells.items() if k != "probe"}
+    # cells sit at integer positions (typed arrays, cheap to validate and to send); the axes label them
+    row_at, col_at = {h: i for i, h in enumerate(rows)}, {c: i for i, c in enumerate(cols)}
+    xs = np.array([col_at[c] for c in cells["checkpoint"]], dtype=np.int32)
+    ys = np.array([row_at[h] for h in cells["harness"]], dtype=np.int32)
+    ids = np.array(cells["id"], dtype=np.int64)
+    colour = np.array(cells[metric], dtype=float)
+    text = np.array(_cell_texts(cells), dtype=object)
     for is_probe in (False, True):
         pick = probe == is_probe
         if not pick.any():
             continue
         trace = go.Scattergl if matrix["size"] > 2000 else go.Scatter
-        # numpy arrays: plotly validates and serializes them whole, not element by element
         fig.add_trace(trace(
-            x=columns["checkpoint"][pick], y=columns["harness"][pick], mode="markers",
-            name="inheritance probe" if is_probe else "full evaluation", showlegend=True,
-            # one id per point, 1-D: plotly sends it as a typed array and the click's selection event
-            # carries it as a plain number
-            customdata=columns["id"][pick].astype(np.int64),
-            marker=dict(symbol="square", size=cell_px * (0.62 if is_probe else 0.92), color=columns[metric][pick],
+            x=xs[pick], y=ys[pick], mode="markers", name="inheritance probe" if is_probe else "full evaluation",
+            showlegend=True,
+            # one id per point, 1-D: the click's selection event carries it as a plain number
+            customdata=ids[pick],
+            marker=dict(symbol="square", size=cell_px * (0.62 if is_probe else 0.92), color=colour[pick],
                         colorscale=scale, cmin=0, cmax=1, colorbar=dict(title=label, thickness=12) if not is_probe
                         else None, showscale=not is_probe, line=dict(width=1.5 if is_probe else 0, color="#222")),
-            # the per-cell part of the hover only (ids and the colour come from x, y, marker)
-            text=_cell_texts(columns, pick, is_probe),
-            hovertemplate="harness %{y} x checkpoint %{x}<br>%{text}<br>evaluation %{customdata} "
-                          "(click for trajectories)<extra></extra>"))
+            text=text[pick], hovertemplate="%{text}<br>evaluation %{customdata} (click for trajectories)<extra></extra>"))
     show_ticks = max(len(rows), len(cols)) <= 60
     fig.update_layout(
         title=f"{matrix['task']}/{matrix['split']}: {label} per harness (rows) x checkpoint (columns)",
         height=max(320, cell_px * len(rows) + 200), margin=dict(l=10, r=10, t=90, b=10), clickmode="event+select",
         legend=dict(orientation="h", yanchor="bottom", y=-0.08, x=0),
-        xaxis=dict(type="category", categoryorder="array", categoryarray=cols, showticklabels=show_ticks,
-                   title="checkpoint", side="top", showgrid=False),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=rows, showticklabels=show_ticks,
-                   title="harness", autorange="reversed", showgrid=False),
+        xaxis=dict(range=[-0.5, len(cols) - 0.5], tickvals=list(range(len(cols))) if show_ticks else None,
+                   ticktext=cols if show_ticks else None, showticklabels=show_ticks, title="checkpoint", side="top",
+                   showgrid=False, zeroline=False),
+        yaxis=dict(range=[len(rows) - 0.5, -0.5], tickvals=list(range(len(rows))) if show_ticks else None,
+                   ticktext=rows if show_ticks else None, showticklabels=show_ticks, title="harness",
+                   showgrid=False, zeroline=False),
         plot_bgcolor="#f4f4f4")
     return fig
 
 
-def _cell_texts(columns: dict, pick, probe: bool) -> np.ndarray:
-    tag = "probe, " if probe else ""
-    return np.array([f"score {s:.3f} · TIMR {t:.1%} · {tag}n={int(n)}<br>mismatches: {k}" for s, t, n, k in zip(
-        columns["score"][pick], columns["timr"][pick], columns["n"][pick], columns["kinds"][pick])], dtype=object)
+def _cell_texts(cells: dict) -> list[str]:
+    """Each cell's hover: pair, score, TIMR, n, mismatch kinds (short: tens of thousands are sent)."""
+    return [f"{h} x {c}<br>score {s:.3f} · TIMR {t:.1%} · {'probe ' if p else ''}n={n}<br>mismatch: {k}"
+            for h, c, s, t, n, k, p in zip(
+                cells["harness"], cells["checkpoint"], cells["score"], cells["timr"], cells["n"], cells["kinds"],
+                cells["probe"])]
 
 
 def co_lineage(graph: dict, metric: str) -> go.Figure:

@@ -96,10 +96,14 @@ def test_heatmap_cells_carry_their_evaluation_and_a_click_opens_it(synthetic, mo
         task, split = a.query("SELECT task, split FROM evaluations GROUP BY task, split "
                               "ORDER BY COUNT(*) DESC, task, split LIMIT 1")[0].values()
         cells = {(c["harness"], c["checkpoint"]): c for c in a.matrix(task, split)}
-    trace = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    trace, layout = spec["data"][0], spec["layout"]
     customdata, colors = typed_array(trace["customdata"]), typed_array(trace["marker"]["color"])
+    xs, ys = typed_array(trace["x"]), typed_array(trace["y"])
+    rows, cols = layout["yaxis"]["ticktext"], layout["xaxis"]["ticktext"]  # a cell's position names its pair
     assert len(customdata) == len(cells)
-    for h, c, eid, timr in zip(trace["y"], trace["x"], customdata, colors):
+    for y, x, eid, timr in zip(ys, xs, customdata, colors):
+        h, c = rows[int(y)], cols[int(x)]
         assert cells[(h, c)]["id"] == eid and cells[(h, c)]["timr"] == timr
 
     # AppTest cannot click a plotly point: give the chart the selection a click makes
