@@ -159,6 +159,16 @@ def cmd_matrix(args) -> None:
         print_matrix(archive, args.task, args.split)
 
 
+def cmd_baselines(args) -> None:
+    from engine.baselines import format_table, run_baselines
+    with _archive(args) as archive:
+        table = run_baselines(archive, args.task, args.split, limit=args.limit, log=print)
+    if not table:
+        raise CoevoError("nothing to compare: register a served model with `coevo eval --backend openai ...`")
+    print(f"\n{args.task}/{args.split}: the best co-evolved pair against the served models")
+    print(format_table(table))
+
+
 def cmd_steer(args) -> None:
     from engine.evolve import steering
     with _archive(args) as archive:
@@ -373,6 +383,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--fill", action="store_true", help="evaluate the missing pairs of the top K x top K (and "
                                                         "the newest round's pair) in full")
     sp.add_argument("--top", type=int, default=4, help="K: harnesses and checkpoints by best score (default 4)")
+
+    sp = command("baselines", cmd_baselines, "evaluate the served models (endpoint checkpoints) under the seed "
+                                              "harnesses and the best co-evolved pair on a split; print the table")
+    sp.add_argument("--task", default="smart_home")
+    sp.add_argument("--split", default="test")
+    sp.add_argument("--limit", type=int, help="items per evaluation (default all)")
 
     def who(sp):
         sp.add_argument("--by", default=os.environ.get("USER", "person"), help="who acts (for the audit trail)")

@@ -39,6 +39,7 @@ def overview(a: Archive) -> dict:
         "(SELECT COALESCE(SUM(mismatched_turns), 0) FROM evaluations) AS mismatched_turns")[0]
     return {
         "totals": totals,
+        "baselines": baselines(a),
         "live": live(a),
         "rounds": rounds(a),
         "best": best_pairs(a),
@@ -46,6 +47,29 @@ def overview(a: Archive) -> dict:
         "jobs": a.query("SELECT id, kind, state, progress, total, message, created_at FROM jobs "
                         "WHERE state IN ('queued', 'running') ORDER BY id DESC"),
     }
+
+
+def baselines(a: Archive) -> list[dict]:
+    """Per task split with a served model evaluated: the served models' best scores beside the best
+    co-evolved pair's on the same split (`coevo baselines` fills it)."""
+    endpoints = {r["id"]: r["name"] for r in a.query("SELECT id, name FROM checkpoints WHERE kind = 'endpoint'")}
+    if not endpoints:
+        return []
+    marks = ", ".join("?" * len(endpoints))
+    splits = a.query(f"SELECT DISTINCT task, split FROM evaluations WHERE checkpoint_id IN ({marks})", list(endpoints))
+    out = []
+    for ts in splits:
+        for r in a.query(
+                "SELECT e.harness_id, e.checkpoint_id, e.score, e.timr, e.episodes, c.round FROM (SELECT *, "
+                "ROW_NUMBER() OVER (PARTITION BY checkpoint_id ORDER BY score DESC, timr, id) AS rank FROM evaluations "
+                "WHERE task = ? AND split = ?) e JOIN checkpoints c ON c.id = e.checkpoint_id WHERE e.rank = 1 "
+                "ORDER BY e.score DESC", (ts["task"], ts["split"])):
+            if r["checkpoint_id"] in endpoints or r["round"] is not None:  # served, or made by a round
+                out.append({"task": ts["task"], "split": ts["split"],
+                            "model": endpoints.get(r["checkpoint_id"], r["checkpoint_id"]),
+                            "kind": "served" if r["checkpoint_id"] in endpoints else "co-evolved",
+                            "harness": r["harness_id"], "score": r["score"], "timr": r["timr"], "n": r["episodes"]})
+    return out
 
 
 def live(a: Archive) -> dict | None:

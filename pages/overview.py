@@ -51,6 +51,13 @@ if ov["best"]:
 else:
     st.info("No evaluation yet.")
 
+if ov["baselines"]:
+    st.subheader("Against served models")
+    st.caption("`coevo baselines`: each served model under the seed harnesses (its best), beside the co-evolved "
+               "pairs evaluated on the same split.")
+    st.dataframe(ov["baselines"], hide_index=True, column_config={
+        "score": st.column_config.NumberColumn(format="%.3f"), "timr": st.column_config.NumberColumn("TIMR", format="percent")})
+
 st.subheader("Rounds")
 if ov["rounds"]:
     components.chart(figures.rounds(ov["rounds"]), "rounds", key="rounds-chart")

@@ -108,3 +108,32 @@ def test_a_failing_server_is_a_clear_error_and_no_evaluation(small_default, tmp_
     with Archive(path, readonly=True) as a:
         after = a.query("SELECT (SELECT COUNT(*) FROM evaluations) AS e, (SELECT COUNT(*) FROM turns) AS t")[0]
     assert after == before
+
+
+@pytest.mark.slow
+def test_baselines_put_the_best_coevolved_pair_beside_the_served_models(served, one_round, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    path = copy_default(one_round, tmp_path)
+    coevo("eval", "--backend", "openai", "--base-url", served, "--model", "tiny-served", "--harness",
+          "smart_home-json", "--task", "smart_home", "--split", "dev", "--limit", "2", "--archive", str(path))
+    out = coevo("baselines", "--task", "smart_home", "--split", "dev", "--limit", "6", "--archive", str(path))
+    assert "the best co-evolved pair against the served models" in out.stdout, out.stdout + out.stderr
+    stored = json.loads((path.parent / "archive.d" / "baselines" / "smart_home-dev.json").read_text())
+    assert {r["kind"] for r in stored} == {"endpoint", "co-evolved"}
+    with Archive(path, readonly=True) as a:
+        served_ckpt = a.checkpoint("tiny-served")["id"]
+        seeds = [h["id"] for h in a.harnesses("smart_home") if h["creator"] == "seed"]
+        for h in seeds:  # every seed harness under the served model
+            assert a.find_evaluation(h, served_ckpt, "smart_home", "dev")
+        best = a.step_result(1, "evaluate")
+    coevolved = next(r for r in stored if r["kind"] == "co-evolved")
+    assert (coevolved["harness"], coevolved["checkpoint"]) == (best["harness"], best["checkpoint"])
+    for r in stored:
+        assert r["model"] in out.stdout
+    # the Overview shows the table
+    import streamlit as st
+    st.cache_data.clear()
+    monkeypatch.setenv("COEVO_ARCHIVE", str(path))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app" / "main.py"), default_timeout=60)
+    at.run()
+    assert any(s.value == "Against served models" for s in at.subheader)

@@ -35,7 +35,7 @@ FLOORS = [
     {"rollout"},
     {"train"},
     {"checkpoints", "evaluate", "views", "figures", "dashboard"},
-    {"evolve", "matrix", "report"},
+    {"evolve", "matrix", "report", "baselines"},
     {"init", "jobs"},
     {"cli", "testing"},
 ]
