@@ -36,9 +36,10 @@ class SftRequest:
     seed: int = 0
     harness: str | None = None
 
-    def job(self, archive: Archive) -> SftJob:
+    def job(self, archive: Archive, root: Path | None = None) -> SftJob:
+        """The ms-swift job; `root` is where checkpoints go (a remote executor's storage root)."""
         return SftJob(model_dir=weights(archive, self.parent), dataset=archive.dataset(self.dataset)["path"],
-                      output_dir=str(archive.files_dir / "checkpoints" / self.name),
+                      output_dir=str((root or archive.files_dir) / "checkpoints" / self.name),
                       profile=load_profile(self.profile), seed=self.seed)
 
 
@@ -65,9 +66,13 @@ def register_endpoint(archive: Archive, name: str, base_url: str, model: str, *,
                                   recipe={"base_url": base_url, "model": model, "api_key_env": api_key_env, **options})
 
 
-def train(archive: Archive, requests: list[SftRequest]) -> list[Built]:
+def train(archive: Archive, requests: list[SftRequest], *, executor=None, log=print) -> list[Built]:
     """Run the SFTs (one ms-swift worker process each), as many at once as the cores allow: a worker
-    with fewer cores than its profile's threads runs many times slower. What they built, in order."""
+    with fewer cores than its profile's threads runs many times slower; or, with a remote executor, one
+    remote job each (a GPU profile's job requests the executor's sft_gpus, else its nproc_per_node). What
+    they built, in order."""
+    if executor is not None:
+        return [_train_remote(archive, r, executor, log) for r in requests]
     jobs = [r.job(archive) for r in requests]
     cores = os.cpu_count() or 1
     width = max(1, cores // max(1, min((j.profile.threads or cores) for j in jobs))) if jobs else 1
@@ -81,10 +86,39 @@ def train(archive: Archive, requests: list[SftRequest]) -> list[Built]:
     return built
 
 
-def merge(archive: Archive, models: list[str], base: str, name: str, *, density: float = 0.5) -> Built:
-    """TIES-merge archive checkpoints over `base` into checkpoints/NAME."""
+def _train_remote(archive: Archive, r: SftRequest, executor, log) -> Built:
+    from engine.executors import step_key
+    j = r.job(archive, executor.root)
+    # a GPU profile names its processes per node (one per GPU; the executor's sft_gpus, when set, decides)
+    gpus = 0 if j.profile.use_cpu or not j.profile.nproc_per_node else (executor.cfg.sft_gpus or j.profile.nproc_per_node)
+    if gpus:
+        j = j.model_copy(update={"profile": j.profile.model_copy(update={"nproc_per_node": gpus})})
+    out = executor.run({"kind": "sft", "sft": j.model_dump(mode="json")}, key=step_key(archive.path, "sft", r.name),
+                       gpus=gpus, log=log)
+    path = _checked(Path(out["path"]), j.output_dir)
+    return Built(r.name, path, "sft", [(r.parent, "init")], {"profile": j.profile.model_dump(), "seed": r.seed,
+                                                              "executor": executor.kind}, r.harness, r.dataset)
+
+
+def _checked(path: Path, expected: str) -> Path:
+    """A remote job's model directory, where it was asked to be and complete."""
+    if path.resolve() != Path(expected).resolve() or not (path / "config.json").exists():
+        raise CoevoError(f"the remote job returned {path}, expected a complete model directory at {expected}")
+    return path
+
+
+def merge(archive: Archive, models: list[str], base: str, name: str, *, density: float = 0.5, executor=None,
+          log=print) -> Built:
+    """TIES-merge archive checkpoints over `base` into checkpoints/NAME (on a CPU worker when remote)."""
     recipe = ties_config([weights(archive, c) for c in models], weights(archive, base), density=density)
-    out = run_ties(recipe, archive.files_dir / "checkpoints" / name)
+    if executor is not None:
+        from engine.executors import step_key
+        target = executor.root / "checkpoints" / name
+        res = executor.run({"kind": "merge", "recipe": recipe, "out": str(target)},
+                           key=step_key(archive.path, "merge", name), cpus=executor.cfg.merge_cpus, log=log)
+        out = _checked(Path(res["path"]), str(target))
+    else:
+        out = run_ties(recipe, archive.files_dir / "checkpoints" / name)
     return Built(name, out, "merge", [(c, "model") for c in models] + [(base, "base")],
                  {"mergekit": recipe, "base": base})
 

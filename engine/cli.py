@@ -61,9 +61,10 @@ def cmd_eval(args) -> None:
 
 
 def _run_config(args):
-    from engine.run_config import load_run_config
-    return load_run_config(args.run_config, task=args.task, brain=args.brain, mode=args.mode, gate=args.gate,
-                           seed=args.seed, inheritance=args.inheritance, editor=args.editor)
+    from engine.run_config import load_run_config, with_executor
+    cfg = load_run_config(args.run_config, task=args.task, brain=args.brain, mode=args.mode, gate=args.gate,
+                          seed=args.seed, inheritance=args.inheritance, editor=args.editor)
+    return with_executor(cfg, args.executor)
 
 
 def _configs(args):
@@ -242,7 +243,10 @@ def _job_arg(item: str) -> tuple[str, object]:
 
 def cmd_job_start(args) -> None:
     from engine.jobs import submit
-    job_id = submit(args.archive, args.kind, dict(_job_arg(a) for a in args.arg))
+    job_args = dict(_job_arg(a) for a in args.arg)
+    if args.executor:
+        job_args["executor"] = args.executor
+    job_id = submit(args.archive, args.kind, job_args)
     print(f"job {job_id} started ({args.kind}): `coevo job show {job_id}` to follow it, "
           f"`coevo job cancel {job_id}` to stop it")
 
@@ -335,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int)
         for name in CHOICE_FIELDS:
             sp.add_argument(f"--{name}", choices=choices(name))
+        sp.add_argument("--executor", choices=["local", "ray"], help="where SFT, sampling and evaluation run: "
+                        "this machine (default) or Ray Jobs on the cluster at $RAY_ADDRESS")
 
     sp = command("run", cmd_run, "the main job: init once, evaluate the seeds, run rounds of co-evolution")
     sp.add_argument("--base-model")
@@ -433,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = sp.add_subparsers(dest="job_command", required=True)
     sp = command("start", cmd_job_start, "start a job and return at once", under=jobs)
     sp.add_argument("kind", help="round, eval, sft, merge, matrix or sleep")
+    sp.add_argument("--executor", choices=["local", "ray"], help="round, eval, sft, merge: where the work runs "
+                                                                 "(ray: the cluster at $RAY_ADDRESS)")
     sp.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                     help="a job argument, repeatable; the value is read as JSON when it parses "
                          "(limit=4, models='[\"c2\",\"c3\"]'), else as a string")

@@ -1,11 +1,14 @@
 """Evaluate a (harness, checkpoint) pair on a task split and store the evaluation with every turn."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
 from engine.archive import Archive
+from engine.errors import CoevoError
 from engine.harness.spec import HarnessSpec
+from engine.jsonl import read_jsonl
 from engine.models import BackendSpec, endpoint_spec, load_backend
 from engine.rollout import episode_rows, run_episodes, summarize, timed
 from engine.tasks import get_task
@@ -46,7 +49,7 @@ def evaluate_seed_matrix(archive: Archive, task: str, split: str, *, limit=None,
 def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = "smart_home", split: str = "dev", *,
                    data_dir=None, limit: int | None = None, backend=None, backend_spec: BackendSpec | None = None,
                    round: int | None = None, progress: Callable[[int, int], None] | None = None,
-                   items=None) -> tuple[dict, list[dict], list[dict]]:
+                   items=None, executor=None) -> tuple[dict, list[dict], list[dict]]:
     """The evaluation record with its episode and turn rows, not yet stored. `items` (already loaded from
     `split`, say a stratified subset) replaces loading the split."""
     h = archive.harness(harness)
@@ -58,11 +61,27 @@ def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = 
         backend_spec = endpoint_spec(c)
     backend_spec = backend_spec or BackendSpec(name=getattr(backend, "name", "transformers"),
                                                compute_type=getattr(backend, "compute_type", None))
-    backend = backend or load_backend(backend_spec, c["path"])
-    episodes, seconds = timed(run_episodes, spec, t, backend, items, progress=progress)
-    score, metrics = t.score(items, [e.prediction for e in episodes])
-    stats = summarize(episodes)
-    ep_rows, turn_rows = episode_rows(episodes)
+    if executor is not None and c["kind"] != "endpoint":  # the rollouts on a remote worker, as rows
+        from engine.executors import rollout_job, step_key
+        job = rollout_job("rollouts", spec=h["spec"], task=task, data_dir=data_dir or task_dir(archive, task),
+                          split=split, checkpoint=c["path"], backend=backend_spec.model_dump(), limit=limit,
+                          item_ids=[it.id for it in items])
+        out = executor.run(job, key=step_key(archive.path, "eval", h["id"], c["id"], split, round or "x"),
+                           gpus=executor.cfg.eval_gpus)
+        ep_rows = [r for _, r in read_jsonl(out["episodes"])]
+        turn_rows = [r for _, r in read_jsonl(out["turns"])]
+        seconds, stats = out["seconds"], out["stats"]
+        if len(ep_rows) != len(items) or sum(r["turns"] for r in ep_rows) != len(turn_rows):
+            raise CoevoError(f"remote rollouts of {h['id']} x {c['id']}: {len(ep_rows)} episodes and "
+                             f"{len(turn_rows)} turns for {len(items)} items: incomplete")
+        score, metrics = t.score(items, [json.loads(r["prediction"]) if r["prediction"] is not None else None
+                                         for r in ep_rows])
+    else:
+        backend = backend or load_backend(backend_spec, c["path"])
+        episodes, seconds = timed(run_episodes, spec, t, backend, items, progress=progress)
+        score, metrics = t.score(items, [e.prediction for e in episodes])
+        stats = summarize(episodes)
+        ep_rows, turn_rows = episode_rows(episodes)
     record = dict(harness_id=h["id"], checkpoint_id=c["id"], task=task, split=split, score=score, metrics=metrics,
                   seconds=seconds, round=round, config={"limit": limit, "backend": backend_spec.label(),
                                                         "data_dir": str(data_dir) if data_dir else None},

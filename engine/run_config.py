@@ -64,6 +64,24 @@ class LlmConfig(BaseModel):
     temperature: float = 0.7
 
 
+Executor = Literal["local", "ray"]
+
+
+class ExecutorConfig(BaseModel):
+    """Where a run's SFT, sampling and evaluation execute: `local` (worker processes on this machine) or
+    `ray` (Ray Jobs on a cluster; the address from here or from $RAY_ADDRESS, as Ray's own tools read it).
+    Remote work never opens the archive: it reads and writes files under `storage`, a POSIX path both
+    sides mount (default: the archive's own folder), and the head registers what it made."""
+    kind: Executor = "local"
+    address: str | None = None
+    sft_gpus: int = Field(0, ge=0)    # GPUs an SFT job requests (its profile's nproc_per_node by default)
+    eval_gpus: int = Field(0, ge=0)   # GPUs a sampling or evaluation job requests
+    merge_cpus: int = Field(1, ge=1)
+    storage: str | None = None
+    python: str | None = None         # the interpreter on the workers (default: this one's path)
+    poll_s: float = Field(1.0, gt=0)
+
+
 class RunConfig(BaseModel):
     task: str = "smart_home"
     split: str = "dev"
@@ -80,6 +98,14 @@ class RunConfig(BaseModel):
     profile: str = "cpu"
     backend: BackendSpec = BackendSpec()  # the engine every probe, sample and evaluation of the run uses
     llm: LlmConfig = LlmConfig()
+    executor: ExecutorConfig = ExecutorConfig()
+
+
+def with_executor(cfg: RunConfig, kind: str | None) -> RunConfig:
+    """The config with its executor's kind replaced (`--executor`); None keeps it."""
+    if kind is None:
+        return cfg
+    return cfg.model_copy(update={"executor": validate(ExecutorConfig, {**cfg.executor.model_dump(), "kind": kind})})
 
 
 def load_run_config(path=None, task: str | None = None, brain: str | None = None, **overrides) -> RunConfig:

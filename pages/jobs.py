@@ -81,8 +81,9 @@ def live():
                 jobs.cancel(data.archive_path(), j["id"])
                 st.rerun()
     st.subheader("All jobs")
-    st.dataframe([{k: j[k] for k in ("id", "kind", "state", "progress", "total", "message", "error", "created_at",
-                                     "finished_at")} for j in rows], hide_index=True)
+    st.dataframe([{**{k: j[k] for k in ("id", "kind", "state", "progress", "total", "message", "error", "created_at",
+                                        "finished_at")}, "executor": j["args"].get("executor") or "local"}
+                  for j in rows], hide_index=True)
     if rows:
         pick = st.selectbox("Log of job", [j["id"] for j in rows], key="job-log")
         job = next(j for j in rows if j["id"] == pick)

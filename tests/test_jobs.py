@@ -134,9 +134,11 @@ def test_bad_kind_or_args_raise_naming_the_field_and_leave_no_row(small_archive,
 def test_args_are_stored_checked_with_defaults_and_ids(small_archive):
     with Archive(small_archive) as a:
         assert jobs.validate_args(a, "merge", {"models": ["left", "right"]}) == {
-            "models": ["c2", "c3"], "base": "c1", "density": 0.5}  # the base is their common ancestor
+            "models": ["c2", "c3"], "base": "c1", "density": 0.5, "executor": None}  # the base: their common ancestor
         assert jobs.validate_args(a, "eval", {"harness": "h", "checkpoint": "left", "limit": 2}) == {
-            "harness": "h1", "checkpoint": "c2", "task": "smart_home", "split": "dev", "limit": 2}
+            "harness": "h1", "checkpoint": "c2", "task": "smart_home", "split": "dev", "limit": 2, "executor": None}
+        with pytest.raises(InputError, match="executor"):
+            jobs.validate_args(a, "eval", {"harness": "h", "checkpoint": "left", "executor": "slurm"})
 
 
 def test_submitting_does_not_import_torch(small_archive):

@@ -32,12 +32,12 @@ FLOORS = [
     {"errors", "sorting", "jsonl", "config", "registry", "__init__"},  # ground: no engine imports but these
     {"archive", "harness", "models"},
     {"tasks", "run_config"},
-    {"rollout"},
+    {"rollout", "executors"},
     {"train"},
     {"checkpoints", "evaluate", "views", "figures", "dashboard"},
     {"evolve", "matrix", "report", "baselines"},
     {"init", "jobs"},
-    {"cli", "testing"},
+    {"cli", "testing", "remote"},
 ]
 
 

@@ -20,6 +20,7 @@ from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError
 from engine.evolve.inheritance import POLICIES, InheritContext
 from engine.evolve import steering
+from engine.executors import get_executor, rollout_job, step_key
 from engine.evolve.sampling import rejection_sample
 from engine.harness.spec import HarnessSpec
 from engine.models import load_backend
@@ -50,6 +51,7 @@ class RoundRunner:
         self.start_harness = archive.harness(cfg.start_harness)["id"]
         self.start_checkpoint = archive.checkpoint(cfg.start_checkpoint)["id"]
         self.backends: dict = {}  # checkpoint id -> loaded model, from probing to sampling within a round
+        self.executor = get_executor(cfg.executor, archive.files_dir)  # None: this machine does the work
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, rounds: int) -> list[dict]:
@@ -190,19 +192,33 @@ class RoundRunner:
         spec = HarnessSpec.from_dict(self.archive.harness(hid)["spec"])
         train = self.task.load("train")
         items = random.Random(f"{self.cfg.seed}-{rid}-sample").sample(train, min(self.cfg.sample.tasks, len(train)))
-        path = self.archive.files_dir / "data" / f"round{rid}-{hid}-{cid}.jsonl"
-        backend = self.backends.get(cid) or load_backend(self.cfg.backend, self.archive.checkpoint(cid)["path"])
-        self.backends.clear()  # the probed models are no longer needed
-        backend.seed = self.cfg.seed + rid
-        counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
-                                  temperature=self.cfg.sample.temperature, out_path=path,
-                                  max_share=self.cfg.sample.max_share)
+        root = self.executor.root if self.executor else self.archive.files_dir
+        path = root / "data" / f"round{rid}-{hid}-{cid}.jsonl"
+        if self.executor:  # a remote job writes the data set under the shared storage root
+            self.backends.clear()
+            job = rollout_job("sample", spec=spec.to_dict(), task=self.cfg.task, data_dir=self.task.data_dir,
+                              split="train", checkpoint=self.archive.checkpoint(cid)["path"],
+                              backend=self.cfg.backend.model_dump(), item_ids=[it.id for it in items],
+                              k=self.cfg.sample.k, temperature=self.cfg.sample.temperature, out=str(path),
+                              max_share=self.cfg.sample.max_share, seed=self.cfg.seed + rid)
+            counts = self.executor.run(job, key=step_key(self.archive.path, f"r{rid}", "sample"),
+                                       gpus=self.cfg.executor.eval_gpus, log=self.log)
+            if not path.exists():
+                raise CoevoError(f"the remote sampling job wrote no data set at {path}")
+        else:
+            backend = self.backends.get(cid) or load_backend(self.cfg.backend, self.archive.checkpoint(cid)["path"])
+            self.backends.clear()  # the probed models are no longer needed
+            backend.seed = self.cfg.seed + rid
+            counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
+                                      temperature=self.cfg.sample.temperature, out_path=path,
+                                      max_share=self.cfg.sample.max_share)
         with self.archive.transaction():
             did = self.archive.add_dataset(path=path, task=self.cfg.task, source="rejection", harness_id=hid,
                                            checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
                                                                     "temperature": self.cfg.sample.temperature,
                                                                     "max_share": self.cfg.sample.max_share,
-                                                                    "backend": self.cfg.backend.label()},
+                                                                    "backend": self.cfg.backend.label(),
+                                                                    "executor": self.cfg.executor.kind},
                                            **counts)
             return self._finish(rid, "sample", {"dataset": did, **counts})
 
@@ -215,7 +231,8 @@ class RoundRunner:
             return self._finish(rid, "sft", {"checkpoint": cid, "trained": False, "why": why})
         hid = results["edit"]["harness"]
         (built,) = train(self.archive, [SftRequest(cid, sample["dataset"], f"sft-r{rid}", self.cfg.profile,
-                                                  self.cfg.seed + rid, harness=hid)])
+                                                  self.cfg.seed + rid, harness=hid)], executor=self.executor,
+                         log=self.log)
         with self.archive.transaction():
             new = register(self.archive, built, round=rid)
             return self._finish(rid, "sft", {"checkpoint": new, "trained": True})
@@ -223,7 +240,8 @@ class RoundRunner:
     def _evaluate(self, rid, results) -> dict:
         hid, cid = results["edit"]["harness"], results["sft"]["checkpoint"]
         record, eps, turns = run_evaluation(self.archive, hid, cid, self.cfg.task, self.cfg.split,
-                                            limit=self.cfg.eval_limit, round=rid, backend_spec=self.cfg.backend)
+                                            limit=self.cfg.eval_limit, round=rid, backend_spec=self.cfg.backend,
+                                            executor=self.executor)
         with self.archive.transaction():
             eid = self.archive.add_evaluation(record, eps, turns)
             return self._finish(rid, "evaluate", {"evaluation": eid, "harness": hid, "checkpoint": cid,

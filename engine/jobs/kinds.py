@@ -19,7 +19,8 @@ from engine.archive import Archive, ArchiveError
 from engine.config import validate
 from engine.errors import InputError
 from engine.registry import Registry
-from engine.run_config import STEPS, Editor, Gate, Inheritance, Mode, load_run_config
+from engine.run_config import (STEPS, Editor, Executor, ExecutorConfig, Gate, Inheritance, Mode, load_run_config,
+                               with_executor)
 
 Progress = Callable[..., None]  # progress(done, total=None, message=None)
 JOB_KINDS: Registry[Callable[[Archive, dict, Progress], dict]] = Registry("job kind")
@@ -82,6 +83,7 @@ def _claim_name(archive: Archive, stem: str) -> str:
 # -- round ----------------------------------------------------------------------------------------
 class RoundArgs(JobArgs):
     rounds: int = Field(1, ge=1)
+    executor: Executor | None = None  # local or ray (the cluster at $RAY_ADDRESS); None: the run config's
     # the choices of `coevo run`; None keeps the run config's value
     mode: Mode | None = None
     gate: Gate | None = None
@@ -105,9 +107,8 @@ def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
     """N more rounds of co-evolution; a decision pending a person's approval ends the job early."""
     from engine.evolve.rounds import RoundRunner, Waiting
     a = RoundArgs(**args)
-    cfg = load_run_config(a.run_config, task=a.task, mode=a.mode, gate=a.gate, inheritance=a.inheritance,
-                          editor=a.editor,
-                          seed=a.seed)
+    cfg = with_executor(load_run_config(a.run_config, task=a.task, mode=a.mode, gate=a.gate,
+                                        inheritance=a.inheritance, editor=a.editor, seed=a.seed), a.executor)
     total, steps_done = len(STEPS) * a.rounds, 0
 
     def on_step(rid: int, step: str) -> None:
@@ -133,7 +134,14 @@ def run_rounds(archive: Archive, args: dict, progress: Progress) -> dict:
 
 
 # -- eval -----------------------------------------------------------------------------------------
+def _executor(archive: Archive, kind: str | None):
+    """A job's executor: None (this machine) unless it names `ray`."""
+    from engine.executors import get_executor
+    return get_executor(ExecutorConfig(kind=kind or "local"), archive.files_dir)
+
+
 class EvalArgs(JobArgs):
+    executor: Executor | None = None
     harness: str
     checkpoint: str
     task: str = "smart_home"
@@ -161,13 +169,14 @@ def run_eval(archive: Archive, args: dict, progress: Progress) -> dict:
     from engine.evaluate import evaluate
     a = EvalArgs(**args)
     progress(0, None, f"loading {a.checkpoint}")
-    r = evaluate(archive, a.harness, a.checkpoint, a.task, a.split, limit=a.limit,
+    r = evaluate(archive, a.harness, a.checkpoint, a.task, a.split, limit=a.limit, executor=_executor(archive, a.executor),
                  progress=lambda done, n: progress(done, n, f"{done}/{n} episodes"))
     return {"evaluation": r["id"], "score": r["score"], "timr": r["timr"]}
 
 
 # -- sft ------------------------------------------------------------------------------------------
 class SftArgs(JobArgs):
+    executor: Executor | None = None
     checkpoint: str              # the checkpoint to start from
     harness: str                 # the harness the data set is rendered under
     dataset: str                 # a data set id, source 'rejection' or 'gold'
@@ -203,7 +212,8 @@ def run_sft_job(archive: Archive, args: dict, progress: Progress) -> dict:
     profile = a.profile or load_run_config().profile
     name = _claim_name(archive, f"sft-{a.checkpoint}-{a.dataset}")
     progress(0, 1, f"training {name} (profile {profile}; ms-swift logs to its train.log)")
-    (built,) = train(archive, [SftRequest(a.checkpoint, a.dataset, name, profile, a.seed, harness=a.harness)])
+    (built,) = train(archive, [SftRequest(a.checkpoint, a.dataset, name, profile, a.seed, harness=a.harness)],
+                     executor=_executor(archive, a.executor))
     cid = register(archive, built)
     progress(1, 1, f"registered {cid} {name}")
     return {"checkpoint": cid}
@@ -211,6 +221,7 @@ def run_sft_job(archive: Archive, args: dict, progress: Progress) -> dict:
 
 # -- merge ----------------------------------------------------------------------------------------
 class MergeArgs(JobArgs):
+    executor: Executor | None = None
     models: list[str] = Field(min_length=2)
     base: str | None = None  # default: the models' lowest common ancestor
     density: float = Field(0.5, gt=0, le=1)
@@ -240,7 +251,8 @@ def run_merge_job(archive: Archive, args: dict, progress: Progress) -> dict:
     a = MergeArgs(**args)
     name = _claim_name(archive, f"merge-{'-'.join(a.models)}")
     progress(0, 1, f"merging into {name}")
-    cid = register(archive, merge(archive, a.models, a.base, name, density=a.density))
+    cid = register(archive, merge(archive, a.models, a.base, name, density=a.density,
+                                  executor=_executor(archive, a.executor)))
     progress(1, 1, f"registered {cid} {name}")
     return {"checkpoint": cid}
 

@@ -55,6 +55,12 @@ def _ctranslate2(model_dir, **kw):
     return CTranslate2Backend(model_dir, **kw)
 
 
+@BACKENDS.register("vllm")
+def _vllm(model_dir, **kw):
+    from engine.models.vllm_backend import VllmBackend
+    return VllmBackend(model_dir, **kw)
+
+
 @BACKENDS.register("openai")
 def _openai(base_url, **kw):
     from engine.models.openai_backend import OpenAIBackend

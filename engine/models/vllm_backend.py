@@ -1,0 +1,29 @@
+"""Rollouts on a GPU node through vLLM's offline engine (`vllm.LLM`): the checkpoint's own tokenizer and
+chat template, the k samples of a prompt as one request with n outputs sharing its prefill."""
+from __future__ import annotations
+
+from engine.models.generation import ChatBackend
+
+
+class VllmBackend(ChatBackend):
+    name = "vllm"
+
+    def __init__(self, model_dir, *, seed: int = 0, gpu_memory_utilization: float = 0.85):
+        super().__init__(model_dir, seed=seed)
+        from vllm import LLM
+        self.llm = LLM(model=str(self.model_dir), dtype="bfloat16", seed=seed,
+                       gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
+
+    def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
+        from vllm import SamplingParams
+        # identical prompts (the k samples of one item) become one request with n outputs
+        unique = list(dict.fromkeys(prompts))
+        n = {p: prompts.count(p) for p in unique}
+        outs = {}
+        for p in unique:
+            params = SamplingParams(n=n[p], temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                                    max_tokens=max_new_tokens, stop_token_ids=sorted(self.stop_ids), seed=self.seed)
+            (res,) = self.llm.generate([p], params, use_tqdm=False)
+            outs[p] = [(o.text, len(o.token_ids)) for o in res.outputs]
+        return [outs[p].pop(0) for p in prompts]
