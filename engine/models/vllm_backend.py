@@ -20,10 +20,9 @@ class VllmBackend(ChatBackend):
         # identical prompts (the k samples of one item) become one request with n outputs
         unique = list(dict.fromkeys(prompts))
         n = {p: prompts.count(p) for p in unique}
-        outs = {}
-        for p in unique:
-            params = SamplingParams(n=n[p], temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
-                                    max_tokens=max_new_tokens, stop_token_ids=sorted(self.stop_ids), seed=self.seed)
-            (res,) = self.llm.generate([p], params, use_tqdm=False)
-            outs[p] = [(o.text, len(o.token_ids)) for o in res.outputs]
+        params = [SamplingParams(n=n[p], temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                                 max_tokens=max_new_tokens, stop_token_ids=sorted(self.stop_ids), seed=self.seed)
+                  for p in unique]
+        results = self.llm.generate(unique, params, use_tqdm=False)  # one batch: vLLM schedules it
+        outs = {p: [(o.text, len(o.token_ids)) for o in r.outputs] for p, r in zip(unique, results)}
         return [outs[p].pop(0) for p in prompts]
