@@ -1,0 +1,223 @@
+"""Kill campaigns: does a run resume after any kill without duplicated or lost rows?
+
+    .venv/bin/python bench/chaos.py [--kills 20] [--ray-kills 5] [--seed 0]
+
+Local: a 2-round run of the small default is killed with SIGKILL (its whole process group) at `--kills`
+random moments, each attempt resuming the previous; after every kill the archive must pass SQLite's
+integrity check and hold no duplicate; a last attempt runs to the end. Its rows are then counted table by
+table against an uninterrupted run of the same seed: more rows are duplicates, fewer are lost.
+Ray: a local Ray head on loopback; a 1-round run on `--executor ray` has a running Ray job stopped
+`--ray-kills` times (each attempt resumes), then finishes. Prints the counts; goal 20/20 and 5/5, none
+duplicated or lost."""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# rows a run makes the same number of, killed or not (turns vary with what the model says: they are
+# checked against their evaluations' own counts instead)
+TABLES = ("harnesses", "harness_parents", "checkpoints", "checkpoint_parents", "datasets", "evaluations",
+          "episodes", "rounds", "round_steps", "decisions")
+
+
+def configs(root: Path) -> list[str]:
+    """The small default (as the tests use it): little data, short training, small sampling."""
+    from engine import ASSETS
+    profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
+    (root / "profile.yaml").write_text(yaml.safe_dump(profile))
+    init = yaml.safe_load((ASSETS / "init" / "smart_home.yaml").read_text())
+    init.update(sizes={"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
+    (root / "init.yaml").write_text(yaml.safe_dump(init))
+    run = yaml.safe_load((ASSETS / "run" / "smart_home.yaml").read_text())
+    run.update(sample={"k": 2, "temperature": 1.0, "tasks": 48, "min_kept": 1},
+               probe={"items": 8, "stage1": 4, "contenders": 2}, profile=str(root / "profile.yaml"))
+    (root / "run.yaml").write_text(yaml.safe_dump(run))
+    return ["--config", str(root / "init.yaml"), "--run-config", str(root / "run.yaml")]
+
+
+def coevo(*args, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "engine.cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=ROOT)
+
+
+def check(path: Path) -> list[str]:
+    """What is wrong with the archive: integrity, duplicated round rows."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    bad = []
+    if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+        bad.append("integrity")
+    for name, sql in {
+        "round evaluations": "SELECT round FROM evaluations WHERE round IS NOT NULL AND split NOT LIKE '%:probe' "
+                             "GROUP BY round HAVING COUNT(*) > 1",
+        "probes": "SELECT 1 FROM evaluations WHERE split LIKE '%:probe' GROUP BY harness_id, checkpoint_id, split, "
+                  "episodes HAVING COUNT(*) > 1",
+        "checkpoints": "SELECT name FROM checkpoints GROUP BY name HAVING COUNT(*) > 1",
+        "decisions": "SELECT 1 FROM decisions WHERE round_id IS NOT NULL AND status != 'steer' "
+                     "GROUP BY round_id, step HAVING COUNT(*) > 1",
+        "datasets": "SELECT path FROM datasets GROUP BY path HAVING COUNT(*) > 1"}.items():
+        if conn.execute(sql).fetchall():
+            bad.append(f"duplicate {name}")
+    conn.close()
+    return bad
+
+
+def counts(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    out = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
+    stored, declared = conn.execute("SELECT (SELECT COUNT(*) FROM turns), (SELECT SUM(turns) FROM evaluations)").fetchone()
+    out["turns beyond their evaluations"] = stored - declared  # < 0: lost turns; > 0: duplicated
+    conn.close()
+    return out
+
+
+def compare(ref: dict, got: dict) -> dict:
+    turns = got.pop("turns beyond their evaluations")
+    ref.pop("turns beyond their evaluations")
+    dup = {t: got[t] - ref[t] for t in got if got[t] > ref[t]}
+    lost = {t: ref[t] - got[t] for t in got if got[t] < ref[t]}
+    if turns > 0:
+        dup["turns"] = turns
+    elif turns < 0:
+        lost["turns"] = -turns
+    return {"duplicated": dup, "lost": lost}
+
+
+def finish(args: list[str], env=None, timeout: float = 1800) -> int:
+    proc = coevo(*args, env=env)
+    return proc.wait(timeout=timeout)
+
+
+def local_campaign(work: Path, kills: int, rng: random.Random) -> dict:
+    cfg = configs(work)
+    base = work / "base.db"
+    assert finish(["run", "--rounds", "0", "--archive", str(base), *cfg]) == 0, "init failed"
+    from engine.archive import Archive
+    from engine.evolve.ablate import copy_archive
+    with Archive(base) as a:
+        copy_archive(a, work / "reference.db").close()
+        copy_archive(a, work / "chaos.db").close()
+    t0 = time.time()
+    assert finish(["run", "--rounds", "2", "--archive", str(work / "reference.db"), *cfg]) == 0
+    span = time.time() - t0
+    print(f"reference: 2 rounds uninterrupted in {span:.0f}s")
+    chaos = work / "chaos.db"
+    survived, problems = 0, []
+    for i in range(kills):
+        proc = coevo("run", "--rounds", "2", "--archive", str(chaos), *cfg)
+        at = rng.uniform(0.5, span / 3)
+        try:
+            rc = proc.wait(timeout=at)
+            print(f"  kill {i + 1}: the run finished before {at:.1f}s (rc {rc})")
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        bad = check(chaos)
+        survived += not bad
+        problems += bad
+        print(f"  kill {i + 1} at {at:5.1f}s: {'consistent' if not bad else ', '.join(bad)}")
+    rc = finish(["run", "--rounds", "2", "--archive", str(chaos), *cfg])
+    ref, got = counts(work / "reference.db"), counts(chaos)
+    done = rc == 0 and not check(chaos)
+    return {"kills": kills, "consistent_after_kill": survived, "finished": done,
+            **compare(ref, got), "problems": problems}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_campaign(work: Path, kills: int, rng: random.Random) -> dict:
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from engine.archive import Archive
+    from engine.evolve.ablate import copy_archive
+    cfg = configs(work)
+    port, dash = free_port(), free_port()
+    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+                             "--node-ip-address=127.0.0.1", f"--port={port}", "--dashboard-host=127.0.0.1",
+                             f"--dashboard-port={dash}", "--num-cpus=2", "--object-store-memory=100000000",
+                             "--disable-usage-stats", f"--temp-dir={work / 'ray'}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        while True:
+            try:
+                client = JobSubmissionClient(address)
+                break
+            except Exception:
+                time.sleep(1)
+        env = {**os.environ, "RAY_ADDRESS": address}
+        base = work / "base.db"
+        if not base.exists():
+            assert finish(["run", "--rounds", "0", "--archive", str(base), *cfg]) == 0
+        with Archive(base) as a:
+            copy_archive(a, work / "ray-chaos.db").close()
+            copy_archive(a, work / "ray-reference.db").close()
+        assert finish(["run", "--rounds", "1", "--archive", str(work / "ray-reference.db"), *cfg]) == 0
+        chaos = work / "ray-chaos.db"
+        stopped, consistent = 0, 0
+        for i in range(kills):
+            proc = coevo("run", "--rounds", "1", "--executor", "ray", "--archive", str(chaos), *cfg, env=env)
+            victim = None
+            while proc.poll() is None and victim is None:
+                running = [j for j in client.list_jobs() if j.status == JobStatus.RUNNING
+                           and j.submission_id.startswith("coevo-")]
+                victim = running[0] if running else None
+                time.sleep(0.3)
+            if victim is None:
+                print(f"  ray kill {i + 1}: the run finished first")
+                continue
+            time.sleep(rng.uniform(0.5, 3.0))
+            client.stop_job(victim.submission_id)
+            stopped += 1
+            proc.wait(timeout=600)
+            bad = check(chaos)
+            consistent += not bad
+            print(f"  ray kill {i + 1}: stopped {victim.submission_id}: {'consistent' if not bad else bad}")
+        rc = finish(["run", "--rounds", "1", "--executor", "ray", "--archive", str(chaos), *cfg], env=env)
+        ref, got = counts(work / "ray-reference.db"), counts(chaos)
+        return {"kills": stopped, "consistent_after_kill": consistent, "finished": rc == 0 and not check(chaos),
+                **compare(ref, got)}
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kills", type=int, default=20)
+    p.add_argument("--ray-kills", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(prefix="coevo-chaos-") as tmp:
+        work = Path(tmp)
+        results = {}
+        if args.kills:
+            results["local"] = local_campaign(work, args.kills, rng)
+        if args.ray_kills:
+            results["ray"] = ray_campaign(work, args.ray_kills, rng)
+    for name, r in results.items():
+        print(f"\n{name}: {r['consistent_after_kill']}/{r['kills']} kills left a consistent archive; "
+              f"resumed to completion: {'yes' if r['finished'] else 'NO'}; duplicated rows: {r['duplicated'] or 'none'}; "
+              f"lost rows: {r['lost'] or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
