@@ -153,11 +153,11 @@ def main() -> None:
     for r in merge_rows:
         print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
     metrics = heldout["seed"]["metrics"]
-    if any(isinstance(v, dict) for v in metrics.values()):  # per category, as HomeBench and Who&When report
+    if not any(isinstance(v, float) for v in metrics.values()):  # per category, as HomeBench reports
         print(f"\nheld-out ({split_name}, {len(items)} rows): success per category")
         cols = [c for c in metrics if c != "overall"] + ["overall"]
         cell = lambda m, c: _success(m.get(c))  # noqa: E731
-    else:  # one flat table of rates, as Spider-AC reports
+    else:  # one row of rates, as Spider-AC and Who&When report
         print(f"\nheld-out ({split_name}, {len(items)} rows)")
         cols = [c for c, v in metrics.items() if isinstance(v, float)]
         cell = lambda m, c: f"{m[c]:.3f}" if isinstance(m.get(c), (int, float)) else "-"  # noqa: E731
