@@ -75,6 +75,13 @@ def check(path: Path) -> list[str]:
     return bad
 
 
+def steps_done(path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    n = conn.execute("SELECT COUNT(*) FROM round_steps WHERE state = 'done'").fetchone()[0]
+    conn.close()
+    return n
+
+
 def counts(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     out = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
@@ -115,24 +122,30 @@ def local_campaign(work: Path, kills: int, rng: random.Random) -> dict:
     span = time.time() - t0
     print(f"reference: 2 rounds uninterrupted in {span:.0f}s")
     chaos = work / "chaos.db"
-    survived, problems = 0, []
+    survived, problems, landed = 0, [], 0
+    wait = span / kills  # mean gap: the kills spread over the run; doubled after an attempt that made no step
     for i in range(kills):
+        before = steps_done(chaos)
         proc = coevo("run", "--rounds", "2", "--archive", str(chaos), *cfg)
-        at = rng.uniform(0.5, span / 3)
+        at = rng.uniform(0.3, 1.7) * wait
         try:
             rc = proc.wait(timeout=at)
             print(f"  kill {i + 1}: the run finished before {at:.1f}s (rc {rc})")
+            break
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        landed += 1
         bad = check(chaos)
         survived += not bad
         problems += bad
-        print(f"  kill {i + 1} at {at:5.1f}s: {'consistent' if not bad else ', '.join(bad)}")
+        progressed = steps_done(chaos) - before
+        wait = wait if progressed else wait * 2
+        print(f"  kill {i + 1} at {at:5.1f}s ({steps_done(chaos)} steps done): {'consistent' if not bad else ', '.join(bad)}")
     rc = finish(["run", "--rounds", "2", "--archive", str(chaos), *cfg])
     ref, got = counts(work / "reference.db"), counts(chaos)
     done = rc == 0 and not check(chaos)
-    return {"kills": kills, "consistent_after_kill": survived, "finished": done,
+    return {"kills": landed, "consistent_after_kill": survived, "finished": done,
             **compare(ref, got), "problems": problems}
 
 
