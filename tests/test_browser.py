@@ -102,6 +102,8 @@ def test_dashboard_in_chromium(dashboard, tmp_path):
     shots = screenshots(tmp_path)
     with Archive(archive_path, readonly=True) as a:
         (pending,) = a.decisions("proposed")
+        shown = views.task_splits(a)[0]  # the heatmap page's first task split; its first cell is drawn first
+        first_cell = views.matrix(a, shown["task"], shown["split"])["cells"]["id"][0]
     with chromium() as page:
         for key, (file, title, _) in PAGES.items():
             page.goto(url if key == "overview" else url + Path(file).stem)
@@ -115,7 +117,7 @@ def test_dashboard_in_chromium(dashboard, tmp_path):
         page.locator(".js-plotly-plot .scatterlayer .point").first.click(force=True)
         settle(page, "Trajectories")
         page.get_by_text("Raw output").first.wait_for(timeout=30_000)
-        assert "evaluation=" in page.url
+        assert page.url.endswith(f"evaluation={first_cell}")  # the click carried the cell's own evaluation
         page.screenshot(path=str(shots / "trajectory.png"), full_page=True)
 
         # approve the pending decision
