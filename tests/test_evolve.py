@@ -203,4 +203,22 @@ def test_change_task_option_sets_one_declared_option_of_the_task():
         (key, value), = changed.items()
         assert value in space[key] and key in edit.rationale
         parse_options(edit.spec["task_options"])  # the task accepts what the editor wrote
-    assert change_task_option(json.loads(json.dumps(SEED)), random.Random(0), []) is None  # smart_home has none
+    one_choice = {**json.loads(json.dumps(SEED)), "task_options": {"rooms": "all"}}  # smart_home: one other value
+    assert change_task_option(one_choice, random.Random(0), []).spec["task_options"] == {"rooms": "mentioned"}
+
+
+def test_the_offline_editor_favours_operators_for_the_parents_main_fault():
+    from engine.evolve.editors.offline import FORMAT_OPERATORS, diagnose
+    unparseable = {"score": 0.1, "timr": 0.6, "mismatch_kinds": {"unparseable": 9, "unknown tool": 1}}
+    schema = {"score": 0.3, "timr": 0.2, "mismatch_kinds": {"unknown tool": 5, "wrong arguments": 3}}
+    assert (diagnose(unparseable), diagnose(schema), diagnose({})) == ("format", "content", None)
+    edit = get_editor("offline")
+    successes = [{"input": "Turn on the light in the kitchen.",
+                  "action": json.dumps([{"name": "kitchen.light.turn_on", "args": {}}])}]
+    picks = {name: [edit({"spec": SEED}, rng=random.Random(s), successes=successes, scores=scores).operator
+                    for s in range(200)] for name, scores in (("format", unparseable), ("content", schema))}
+    share = {name: sum(op in FORMAT_OPERATORS for op in ops) / len(ops) for name, ops in picks.items()}
+    # 3 of 8 operators are format operators (uniform: 0.375); favoured 4:1 they lead, disfavoured they trail
+    assert share["format"] > 0.7 and share["content"] < 0.25, share
+    again = edit({"spec": SEED}, rng=random.Random(7), successes=successes, scores=schema)
+    assert again.operator == picks["content"][7] and "main fault: content" in again.rationale

@@ -43,6 +43,21 @@ def test_tool_schema_separates_mismatch_from_wrong_answer(home_data):
     assert not result.success and "failed" in result.feedback
 
 
+def test_the_mentioned_rooms_option_shows_only_the_rooms_an_instruction_names(home_data):
+    task = get_task("smart_home", home_data)
+    item = next(i for i in task.load("dev") if len({r for r, _ in i.context.devices}) >= 2 and i.category == "VS")
+    room = task.gold_calls(item)[0].name.split(".")[0]
+    full = task.context(item, {"rooms": "all"})
+    narrow = task.context(item, {"rooms": "mentioned"})
+    assert full == task.context(item) and len(narrow) < len(full)
+    assert {line.split(".")[0] for line in narrow.splitlines()} == {room}
+    assert [line for line in full.splitlines() if line.startswith(room + ".")] == narrow.splitlines()
+    nowhere = type(item)(item.id, "Turn on the light in the attic.", item.gold, item.category, context=item.context)
+    assert task.context(nowhere, {"rooms": "mentioned"}) == full  # no room named: the whole home
+    with pytest.raises(InputError, match="task_options.rooms"):
+        task.context(item, {"rooms": "some"})
+
+
 def test_operation_strings_convert_to_calls():
     assert operation_to_call("living_room.light.set_color((1,2,3))").args == {"color": "(1,2,3)"}
     assert operation_to_call("vacuum_robot.set_mode(auto)") == Call("vacuum_robot.set_mode", {"mode": "auto"})

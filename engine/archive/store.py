@@ -315,11 +315,13 @@ class Archive:
             "SELECT parent, COUNT(*) AS n FROM harness_parents GROUP BY parent")}
 
     def best_scores(self, task: str, split: str) -> dict[str, dict]:
-        """Per harness, its best evaluation on a task split (score first, then lower TIMR)."""
+        """Per harness, its best evaluation on a task split (score first, then lower TIMR), with the counts
+        of its mismatch kinds."""
         out: dict[str, dict] = {}
-        for r in self.query("SELECT harness_id, checkpoint_id, score, timr FROM evaluations "
+        for r in self.query("SELECT harness_id, checkpoint_id, score, timr, mismatch_kinds FROM evaluations "
                             "WHERE task = ? AND split = ? ORDER BY score DESC, timr ASC, id ASC", (task, split)):
-            out.setdefault(r["harness_id"], r)
+            if r["harness_id"] not in out:
+                out[r["harness_id"]] = {**r, "mismatch_kinds": json.loads(r["mismatch_kinds"] or "{}")}
         return out
 
     def failures(self, harness_id: str, limit: int = 5) -> list[dict]:

@@ -90,15 +90,45 @@ def retry_on_parse_error(spec: dict, rng, successes) -> Edit | None:
 OPERATORS = [switch_interface, add_few_shot, remove_few_shot, replace_few_shot, rewrite_instruction,
              toggle_strictness, retry_on_parse_error, change_task_option]
 
+# What each fault calls for: output that does not parse calls for a different format or a forgiving
+# parser; calls outside the schema (unknown tool, wrong arguments) and wrong answers call for showing
+# the task better (context, examples, instruction).
+FORMAT_OPERATORS = {"switch_interface", "toggle_strictness", "retry_on_parse_error"}
+FORMAT_FAULTS = {"unparseable"}
+FAVOURED = 4.0  # weight of an operator that addresses the parent's main fault, against 1
+
+
+def diagnose(scores: dict) -> str | None:
+    """The parent's main fault from its best evaluation: 'format', 'content' or None when unknown."""
+    kinds = scores.get("mismatch_kinds") or {}
+    if "score" not in scores:
+        return None
+    fmt = sum(n for k, n in kinds.items() if k in FORMAT_FAULTS)
+    return "format" if fmt and fmt * 2 >= sum(kinds.values()) else "content"
+
+
+def operator_order(rng: random.Random, fault: str | None) -> list:
+    """Every operator once, drawn by weight without replacement (uniform when the fault is unknown)."""
+    ops = list(OPERATORS)
+    if fault is None:
+        rng.shuffle(ops)
+        return ops
+    favoured = (lambda op: (op.__name__ in FORMAT_OPERATORS) == (fault == "format"))
+    # weighted order without replacement: sort by u ** (1 / w) (Efraimidis & Spirakis)
+    return sorted(ops, key=lambda op: rng.random() ** (1 / (FAVOURED if favoured(op) else 1.0)), reverse=True)
+
 
 @EDITORS.register("offline")
-def offline_edit(parent: dict, *, rng: random.Random, successes: list[dict], **_) -> Edit:
-    """Apply one applicable operator, chosen with the seeded generator."""
+def offline_edit(parent: dict, *, rng: random.Random, successes: list[dict], scores: dict | None = None,
+                 **_) -> Edit:
+    """Apply one applicable operator, chosen with the seeded generator, favouring those that address
+    the parent's main fault."""
     spec = json.loads(json.dumps(parent["spec"]))
-    ops = list(OPERATORS)
-    rng.shuffle(ops)
-    for op in ops:
+    fault = diagnose(scores or {})
+    for op in operator_order(rng, fault):
         edit = op(spec, rng, successes)
         if edit is not None and edit.spec != parent["spec"]:
+            if fault:
+                edit.rationale += f" (the parent's main fault: {fault})"
             return edit
     raise RuntimeError("no operator applies")  # unreachable: switch_interface always applies

@@ -1,10 +1,19 @@
 """The smart-home vertical (HomeBench): the home is the context, an action is a list of device calls,
-and an operation the home cannot do must be answered with the call `error_input`."""
+and an operation the home cannot do must be answered with the call `error_input`.
+
+Task options (a harness's `task_options`):
+- `rooms`: `all` shows every device of the home (HomeBench's own prompt); `mentioned` shows only the
+  rooms the instruction names, with the whole-home devices (every room when it names none). Real homes
+  list about 140 methods; a small model reads a few rooms far better than the whole house."""
 from __future__ import annotations
 
 import re
 from collections import Counter
 from pathlib import Path
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.errors import InputError
 from engine.harness.interfaces import Call
@@ -56,6 +65,26 @@ def operation_to_call(op: str) -> Call:
     return Call(m.group("name"), {n: (int(v) if re.fullmatch(r"-?\d+", v) else v) for n, v in zip(names, values)})
 
 
+class SmartHomeOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rooms: Literal["all", "mentioned"] = "all"
+
+
+def parse_options(options: dict | None) -> SmartHomeOptions:
+    try:
+        return SmartHomeOptions.model_validate(options or {})
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise InputError(err["msg"], field="task_options." + ".".join(str(p) for p in err["loc"])) from None
+
+
+def mentioned_rooms(home: Home, text: str) -> set[str]:
+    """The home's rooms that the instruction names ("master bedroom" for master_bedroom), as whole words."""
+    lowered = text.lower()
+    return {room for room, _ in home.devices if room != NO_ROOM
+            and re.search(r"\b" + re.escape(room.replace("_", " ").lower()) + r"\b", lowered)}
+
+
 class SmartHomeEnvironment(Environment):
     def __init__(self, home: Home, gold: str):
         self.home, self.gold = home, Counter(parse_operations(gold))
@@ -79,6 +108,7 @@ class SmartHomeEnvironment(Environment):
 class SmartHomeTask(Task):
     name = "smart_home"
     benchmark = "homebench"
+    option_space = {"rooms": ["all", "mentioned"]}
 
     def __init__(self, data_dir):
         super().__init__(data_dir)
@@ -105,9 +135,10 @@ class SmartHomeTask(Task):
 
     def context(self, item: Item, options: dict | None = None) -> str:
         home: Home = item.context
+        shown = mentioned_rooms(home, item.input) if parse_options(options).rooms == "mentioned" else set()
         return "\n".join(
             f"{home.address(room, dev)}: " + " ".join(f"{m}({','.join(p)})" if p else m for m, p in methods.items())
-            for (room, dev), methods in home.devices.items())
+            for (room, dev), methods in home.devices.items() if not shown or room in shown or room == NO_ROOM)
 
     def check_call(self, call: Call, item: Item) -> str | None:
         if call.name == ERROR:
