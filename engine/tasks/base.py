@@ -5,7 +5,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
+from engine.errors import InputError
 from engine.harness.interfaces import Call
+
+
+def validate_options(model: type[BaseModel], options: dict | None):
+    """A harness's task_options as the task's options model; an error names `task_options.<field>`."""
+    try:
+        return model.model_validate(options or {})
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise InputError(err["msg"], field=f"task_options.{loc}" if loc else "task_options") from None
 
 
 @dataclass

@@ -19,12 +19,12 @@ import warnings
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from engine.errors import InputError
 from engine.harness.interfaces import Call
 from engine.tasks import TASKS
-from engine.tasks.base import Environment, Item, StepResult, Task
+from engine.tasks.base import Environment, Item, StepResult, Task, validate_options
 from engine.tasks.failure_attribution import generator
 from engine.tasks.failure_attribution.scorer import accuracy, grouped, hits, score_whowhen
 from engine.tasks.failure_attribution.traces import Trace, load_traces
@@ -42,12 +42,7 @@ class Options(BaseModel):
 
 
 def parse_options(options: dict | None) -> Options:
-    try:
-        return Options(**(options or {}))
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(err["msg"], field=f"task_options.{loc}" if loc else "task_options") from None
+    return validate_options(Options, options)
 
 
 def render_step(i: int, trace: Trace, max_chars: int) -> str:

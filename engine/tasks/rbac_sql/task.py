@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 from engine.errors import InputError
 from engine.harness.interfaces import Call
 from engine.tasks import TASKS
-from engine.tasks.base import Environment, Item, StepResult, Task
+from engine.tasks.base import Environment, Item, StepResult, Task, validate_options
 from engine.tasks.rbac_sql import generator
 from engine.tasks.rbac_sql.data import Row, load_rows
 from engine.tasks.rbac_sql.database import open_database
@@ -45,11 +45,7 @@ class RbacOptions(BaseModel):
 
 
 def parse_options(options: dict | None) -> RbacOptions:
-    try:
-        return RbacOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise InputError(err["msg"], field="task_options." + ".".join(str(p) for p in err["loc"])) from None
+    return validate_options(RbacOptions, options)
 
 
 _UNSET = object()

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from engine.errors import InputError
 from engine.harness.interfaces import Call
 from engine.tasks import TASKS
-from engine.tasks.base import Environment, Item, StepResult, Task
+from engine.tasks.base import Environment, Item, StepResult, Task, validate_options
 from engine.tasks.smart_home import generator
 from engine.tasks.smart_home.catalog import DEVICES, param_names
 from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, Home, load_homes, load_rows
@@ -71,11 +71,7 @@ class SmartHomeOptions(BaseModel):
 
 
 def parse_options(options: dict | None) -> SmartHomeOptions:
-    try:
-        return SmartHomeOptions.model_validate(options or {})
-    except ValidationError as e:
-        err = e.errors()[0]
-        raise InputError(err["msg"], field="task_options." + ".".join(str(p) for p in err["loc"])) from None
+    return validate_options(SmartHomeOptions, options)
 
 
 def mentioned_rooms(home: Home, text: str) -> set[str]:
