@@ -109,7 +109,8 @@ def main() -> None:
 
         dev = [e for e in archive.evaluations() if e["task"] == cfg.task and e["split"] == cfg.split]
         seed_ids = {h["id"] for h in archive.harnesses(cfg.task) if h["creator"] == "seed"}
-        seeds = [e for e in dev if e["round"] is None and e["harness"] in seed_ids]
+        roots = {archive.checkpoint(r.name)["id"] for r in config.roots}
+        seeds = [e for e in dev if e["round"] is None and e["harness"] in seed_ids and e["checkpoint"] in roots]
         rounds = []
         for r in archive.rounds():
             if r["state"] != "done":

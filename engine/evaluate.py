@@ -29,14 +29,16 @@ def evaluate(archive: Archive, harness: str, checkpoint: str, task: str = "smart
 
 def evaluate_seed_matrix(archive: Archive, task: str, split: str, *, limit=None, include_base=False,
                          backend_spec: BackendSpec | None = None, log: Callable[[str], None] = lambda m: None) -> None:
-    """The starting matrix: every seed harness of the task under every checkpoint made outside the
+    """The starting matrix: every seed harness of the task under every checkpoint trained outside the
     rounds (the roots; the base too with `include_base`) that has no evaluation yet. Rounds evaluate
-    their own pairs, so a resumed run adds nothing here. Each checkpoint is loaded once."""
+    their own pairs and merges are made of other checkpoints, so a resumed run adds nothing here.
+    Each checkpoint is loaded once."""
     done = {(r["harness"], r["checkpoint"]) for r in archive.matrix(task, split)}
     harnesses = [h for h in archive.harnesses(task) if h["creator"] == "seed"]
     tasks = archive.checkpoint_tasks()
     for c in archive.checkpoints():
-        if ((c["kind"] == "base" and not include_base) or c["kind"] == "endpoint" or tasks[c["id"]] not in (task, None)
+        if ((c["kind"] == "base" and not include_base) or c["kind"] in ("endpoint", "merge")
+                or tasks[c["id"]] not in (task, None)
                 or c["round"] is not None):
             continue
         todo = [h for h in harnesses if (h["id"], c["id"]) not in done]

@@ -31,3 +31,14 @@ def test_merge_policy_ties_merges_the_two_best_over_their_common_ancestor(small_
         (text, tokens), = backend.generate([backend.chat_prompt([{"role": "user", "content": "Turn on the light."}])],
                                            max_new_tokens=8)
         assert tokens > 0
+
+
+def test_a_merge_made_outside_the_rounds_is_no_seed_column(small_default, tmp_path):
+    from engine.checkpoints import merge, register
+    from engine.evaluate import evaluate_seed_matrix
+    with Archive(copy_default(small_default, tmp_path)) as archive:
+        base = archive.checkpoint("tiny-base")["id"]
+        merged = register(archive, merge(archive, ["c2", "c3"], base, "merge-roots"))
+        evaluate_seed_matrix(archive, "smart_home", "dev", limit=2)
+        columns = {e["checkpoint"] for e in archive.evaluations() if e["split"] == "dev"}
+        assert columns == {"c2", "c3"} and merged not in columns
