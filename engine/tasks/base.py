@@ -53,7 +53,9 @@ class Task:
     the task (how much of a trace, which schema view, which protocol); each task validates its own."""
     name: str = ""
     benchmark: str = ""  # the official benchmark whose prediction files `coevo score` reads
-    # the task_options a harness may set, with the values the offline editor tries
+    # the task_options a harness may set (a pydantic model, whose defaults hold where a harness is silent),
+    # with the values the offline editor tries
+    options_model: type[BaseModel] | None = None
     option_space: dict[str, list] = {}
 
     def __init__(self, data_dir):

@@ -19,9 +19,10 @@ def _instructions(task: str) -> list[str]:
 def change_task_option(spec: dict, rng, successes) -> Edit | None:
     """Change how the harness presents its task: one of the task's declared options."""
     from engine.tasks import task_class
-    space = task_class(spec["task"]).option_space
+    task = task_class(spec["task"])
     current = spec.get("task_options", {})
-    choices = [(k, v) for k, values in space.items() for v in values if current.get(k) != v]
+    in_force = {**(task.options_model().model_dump() if task.options_model else {}), **current}
+    choices = [(k, v) for k, values in task.option_space.items() for v in values if in_force.get(k) != v]
     if not choices:
         return None
     key, value = rng.choice(choices)

@@ -127,6 +127,7 @@ class AttributionEnvironment(Environment):
 class FailureAttributionTask(Task):
     name = "failure_attribution"
     benchmark = "whowhen"
+    options_model = Options
     option_space = {
         "protocol": ["all_at_once", "step_by_step", "binary_search"],
         "window": [4, 6, 10, 16],

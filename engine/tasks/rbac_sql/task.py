@@ -113,6 +113,7 @@ class RbacSqlEnvironment(Environment):
 class RbacSqlTask(Task):
     name = "rbac_sql"
     benchmark = "rbac-sql"
+    options_model = RbacOptions
     option_space = {"schema_view": ["role", "full"], "show_role": [True, False]}
 
     def split_path(self, split: str) -> Path:

@@ -104,6 +104,7 @@ class SmartHomeEnvironment(Environment):
 class SmartHomeTask(Task):
     name = "smart_home"
     benchmark = "homebench"
+    options_model = SmartHomeOptions
     option_space = {"rooms": ["all", "mentioned"]}
 
     def __init__(self, data_dir):
