@@ -15,7 +15,6 @@ import argparse
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -27,6 +26,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from engine.testing.local import ray_head  # noqa: E402
 
 # rows a run makes the same number of, killed or not (turns vary with what the model says: they are
 # checked against their evaluations' own counts instead)
@@ -162,32 +163,14 @@ def local_campaign(work: Path, kills: int, rng: random.Random) -> dict:
             "runs": runs, "duplicated": dup, "lost": lost, "problems": problems}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def ray_campaign(work: Path, kills: int, rng: random.Random) -> dict:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from engine.archive import Archive
     from engine.evolve.ablate import copy_archive
     cfg = configs(work)
-    port, dash = free_port(), free_port()
-    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
-                             "--node-ip-address=127.0.0.1", f"--port={port}", "--dashboard-host=127.0.0.1",
-                             f"--dashboard-port={dash}", "--num-cpus=2", "--object-store-memory=100000000",
-                             "--disable-usage-stats", f"--temp-dir={work / 'ray'}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
-    address = f"http://127.0.0.1:{dash}"
-    try:
-        while True:
-            try:
-                client = JobSubmissionClient(address)
-                break
-            except Exception:
-                time.sleep(1)
+    with ray_head(work / "ray") as address:
+        client = JobSubmissionClient(address)
         env = {**os.environ, "RAY_ADDRESS": address}
         base = work / "base.db"
         if not base.exists():
@@ -220,9 +203,6 @@ def ray_campaign(work: Path, kills: int, rng: random.Random) -> dict:
         ref, got = counts(work / "ray-reference.db"), counts(chaos)
         return {"kills": stopped, "consistent_after_kill": consistent, "finished": rc == 0 and not check(chaos),
                 **compare(ref, got)}
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        head.wait(timeout=60)
 
 
 def main() -> None:

@@ -17,16 +17,11 @@ from engine import views  # noqa: E402
 
 from app.nav import PAGES  # noqa: E402
 from engine.archive import Archive  # noqa: E402
+from engine.testing.local import free_port  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-extensions", "--disable-sync", "--no-first-run"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

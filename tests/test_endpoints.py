@@ -3,7 +3,6 @@ through the `openai` backend, answers as the transformers backend does; a failin
 error and stores nothing."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -17,12 +16,7 @@ import pytest
 from conftest import coevo, copy_default
 
 from engine.archive import Archive
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from engine.testing.local import free_port
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,6 @@
 Ray Jobs, the archive comes out as a local run's does, and a Ray job stopped mid-training fails its
 engine job with the log's tail while a second `coevo run` finishes the round without duplicates."""
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,45 +11,15 @@ from conftest import coevo, copy_default
 from test_rounds import _no_duplicates
 
 from engine.archive import Archive
+from engine.testing.local import ray_head as local_ray_head
 
-RAY = Path(sys.executable).with_name("ray")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory):
-    """`ray start --head --block` on loopback with fixed free ports; only this head is torn down."""
-    from ray.job_submission import JobSubmissionClient
-    port, dash = free_port(), free_port()
-    temp = tmp_path_factory.mktemp("ray")
-    proc = subprocess.Popen([str(RAY), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                             f"--port={port}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
-                             "--num-cpus=2", "--object-store-memory=100000000", "--disable-usage-stats",
-                             f"--temp-dir={temp}"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    address = f"http://127.0.0.1:{dash}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            JobSubmissionClient(address).list_jobs()
-            break
-        except Exception:
-            if time.time() > deadline or proc.poll() is not None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                pytest.fail("the Ray head did not come up")
-            time.sleep(1)
-    yield address
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # its graceful stop takes half a minute; the head is ours alone
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """A Ray head of this module's own on loopback."""
+    with local_ray_head(tmp_path_factory.mktemp("ray")) as address:
+        yield address
 
 
 def shape(path) -> dict:
