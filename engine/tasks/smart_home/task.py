@@ -3,14 +3,13 @@ and an operation the home cannot do must be answered with the call `error_input`
 
 Task options (a harness's `task_options`):
 - `rooms`: `all` shows every device of the home (HomeBench's own prompt); `mentioned` shows only the
-  rooms the instruction names, with the whole-home devices (every room when it names none). Real homes
-  list about 140 methods; a small model reads a few rooms far better than the whole house."""
+  rooms the instruction names, with the whole-home devices (every room when it names none). HomeBench's
+  homes list about 140 methods; `mentioned` keeps the prompt to the rooms at stake."""
 from __future__ import annotations
 
 import re
 from collections import Counter
 from pathlib import Path
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
