@@ -14,7 +14,6 @@ from engine.archive import Archive
 from engine.testing.local import ray_head as local_ray_head
 
 
-
 @pytest.fixture(scope="module")
 def ray_head(tmp_path_factory):
     """A Ray head of this module's own on loopback."""
