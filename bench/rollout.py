@@ -1,6 +1,7 @@
-"""Generated tokens per second of the rollout runtime on CTranslate2 (int8 and float32) and on
-transformers, against bare batched `model.generate` and `swift infer`, on the same prompts, in one run;
-with how often each CTranslate2 greedy answer equals the transformers one, and each backend's score and TIMR.
+"""Generated tokens per second of the rollout runtime on CTranslate2 (int8 and float32), on transformers in
+bf16 and on transformers in fp32 (the reference), against bare batched `model.generate` and `swift infer`,
+on the same prompts, in one run; with how often each greedy answer equals the fp32 transformers one, and
+each backend's score and TIMR.
 
     .venv/bin/python bench/rollout.py [--archive archive.db] [--checkpoint root-json] [--n 200] [--batch-size 32]
 
@@ -88,8 +89,8 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--fast", nargs="+", default=["int8", "float32"],
-                    help="CTranslate2 compute types to compare with the transformers backend")
+    ap.add_argument("--fast", nargs="+", default=["ctranslate2:int8", "ctranslate2:float32", "transformers:bfloat16"],
+                    help="backends to compare with the fp32 transformers backend, as NAME:PRECISION")
     args = ap.parse_args()
 
     archive = Archive(args.archive)
@@ -99,21 +100,22 @@ def main() -> None:
     spec = HarnessSpec.from_dict(h["spec"])
     task = get_task(spec.task, task_dir(archive, spec.task))
     items = task.load(args.split, args.n)
-    backend = load_backend("transformers", c["path"], batch_size=args.batch_size)
+    backend = load_backend(BackendSpec(dtype="float32"), c["path"], batch_size=args.batch_size)
     conversations = [build_messages(spec, task, i) for i in items]
     prompts = [backend.chat_prompt(m) for m in conversations]
     mnt = spec.sampling.max_new_tokens
     bare_generate(backend, prompts[:4], mnt, args.batch_size)  # warm-up
 
     fast = {}
-    for compute_type in args.fast:
+    for label in args.fast:
+        name, precision = label.split(":")
+        option = "compute_type" if name == "ctranslate2" else "dtype"
         t0 = time.perf_counter()
-        ct2 = load_backend(BackendSpec(name="ctranslate2", compute_type=compute_type), c["path"],
-                           batch_size=args.batch_size)
+        other = load_backend(BackendSpec(name=name, **{option: precision}), c["path"], batch_size=args.batch_size)
         load_s = time.perf_counter() - t0
-        ct2.generate(prompts[:4], max_new_tokens=mnt)  # warm-up
-        fast[compute_type] = (*timed_run(spec, task, ct2, items), load_s)
-        del ct2
+        other.generate(prompts[:4], max_new_tokens=mnt)  # warm-up
+        fast[label] = (*timed_run(spec, task, other, items), load_s)
+        del other
     episodes, stats, score, runtime_s = timed_run(spec, task, backend, items)
     reference = [e.turns[0].output for e in episodes]
     t0 = time.perf_counter()
@@ -128,12 +130,12 @@ def main() -> None:
     print(f"{len(items)} episodes of {args.harness} x {args.checkpoint} ({c['path']}), batch {args.batch_size}, "
           f"torch threads {backend.torch.get_num_threads()}")
     print(f"  {'':<28}{'tokens':>7}{'seconds':>9}{'tok/s':>9}{'x transformers':>16}{'same greedy':>13}{'score':>7}{'TIMR':>7}")
-    for compute_type, (eps, st, sc, sec, load_s) in fast.items():
+    for label, (eps, st, sc, sec, load_s) in fast.items():
         same = sum(e.turns[0].output == r for e, r in zip(eps, reference))
         tps = st["tokens"] / sec
-        print(f"  {'ctranslate2 ' + compute_type:<28}{st['tokens']:>7}{sec:>9.2f}{tps:>9.1f}{tps / rt:>16.2f}"
-              f"{f'{same}/{len(items)}':>13}{sc:>7.3f}{st['timr']:>7.1%}   (load + convert {load_s:.1f}s)")
-    print(f"  {'transformers (harness)':<28}{stats['tokens']:>7}{runtime_s:>9.2f}{rt:>9.1f}{1:>16.2f}{'-':>13}"
+        print(f"  {label:<28}{st['tokens']:>7}{sec:>9.2f}{tps:>9.1f}{tps / rt:>16.2f}"
+              f"{f'{same}/{len(items)}':>13}{sc:>7.3f}{st['timr']:>7.1%}   (load {load_s:.1f}s, a first conversion included)")
+    print(f"  {'transformers:float32':<28}{stats['tokens']:>7}{runtime_s:>9.2f}{rt:>9.1f}{1:>16.2f}{'-':>13}"
           f"{score:>7.3f}{stats['timr']:>7.1%}")
     print(f"  {'bare model.generate':<28}{bare_tokens:>7}{bare_s:>9.2f}{bare:>9.1f}{bare / rt:>16.2f}")
     print(f"  {'swift infer (pt)':<28}{swift_tokens:>7}{swift_s:>9.2f}{sw:>9.1f}{sw / rt:>16.2f}"

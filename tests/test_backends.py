@@ -71,3 +71,24 @@ def test_k_samples_of_a_prompt_and_a_shared_prefix_keep_every_answer_in_place(ro
     sampled = backend.generate([prompts[0]] * 5, temperature=1.0)
     assert len(sampled) == 5 and all(n > 0 for _, n in sampled)
     assert len({t for t, _ in sampled}) > 1  # k hypotheses, not one answer copied k times
+
+
+def test_transformers_dtype_is_chosen_recorded_and_checked(root, monkeypatch):
+    path, spec, task = root
+    items = task.load("dev")
+    outputs = {}
+    for dtype in ("float32", "bfloat16"):
+        backend = load_backend(BackendSpec(dtype=dtype), path)
+        assert backend.model.dtype == getattr(backend.torch, dtype)
+        outputs[dtype] = [e.turns[0].output for e in run_episodes(spec, task, backend, items)]
+    same = sum(a == b for a, b in zip(outputs["float32"], outputs["bfloat16"]))
+    assert same >= 0.8 * len(items), f"{same}/{len(items)} bf16 greedy outputs equal the fp32 ones"
+    # "auto" follows the CPU's bf16 units, and the label records what was computed
+    import engine.models as models
+    for has_units, want in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(models, "cpu_has_bf16_units", lambda: has_units)
+        assert BackendSpec(dtype="auto").label() == f"transformers:{want}"
+        assert models.resolve_dtype("auto", "cpu") == want
+    assert models.resolve_dtype(None, "cpu") == "float32" and models.resolve_dtype("auto", "cuda") == "bfloat16"
+    with pytest.raises(ValueError, match="backend.dtype"):
+        BackendSpec(name="ctranslate2", dtype="bfloat16")

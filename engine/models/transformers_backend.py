@@ -7,15 +7,19 @@ from engine.models.generation import ChatBackend
 class TransformersBackend(ChatBackend):
     name = "transformers"
 
-    def __init__(self, model_dir, *, batch_size: int = 32, device: str | None = None, seed: int = 0):
+    def __init__(self, model_dir, *, batch_size: int = 32, device: str | None = None, seed: int = 0,
+                 dtype: str | None = None):
         import torch
         from transformers import AutoModelForCausalLM
+
+        from engine.models import resolve_dtype
 
         super().__init__(model_dir, seed=seed)
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype))
+        self.model.to(self.device).eval()
         self.batch_size = batch_size
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from engine import ASSETS
 from engine.config import load_yaml
 from engine.errors import CoevoError
+from engine.hardware import cpu_has_bf16_units
 
 
 class TrainProfile(BaseModel):
@@ -101,11 +102,7 @@ def has_bf16_units(profile: TrainProfile) -> bool:
     CPU whose flags (Linux /proc/cpuinfo) show AVX-512-BF16 or AMX-BF16."""
     if not profile.use_cpu:
         return True  # the GPU profiles: every GPU they target computes in bf16
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return cpu_has_bf16_units()
 
 
 def config_model_type(model_dir) -> str | None:
