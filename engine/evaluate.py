@@ -73,6 +73,7 @@ def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = 
         ep_rows = [r for _, r in read_jsonl(out["episodes"])]
         turn_rows = [r for _, r in read_jsonl(out["turns"])]
         seconds, stats = out["seconds"], out["stats"]
+        label = out.get("backend") or backend_spec.label()  # the worker's engine and precision
         if len(ep_rows) != len(items) or sum(r["turns"] for r in ep_rows) != len(turn_rows):
             raise CoevoError(f"remote rollouts of {h['id']} x {c['id']}: {len(ep_rows)} episodes and "
                              f"{len(turn_rows)} turns for {len(items)} items: incomplete")
@@ -84,8 +85,9 @@ def run_evaluation(archive: Archive, harness: str, checkpoint: str, task: str = 
         score, metrics = t.score(items, [e.prediction for e in episodes])
         stats = summarize(episodes)
         ep_rows, turn_rows = episode_rows(episodes)
+        label = backend_spec.label()
     record = dict(harness_id=h["id"], checkpoint_id=c["id"], task=task, split=split, score=score, metrics=metrics,
-                  seconds=seconds, round=round, config={"limit": limit, "backend": backend_spec.label(),
+                  seconds=seconds, round=round, config={"limit": limit, "backend": label,
                                                         "data_dir": str(data_dir) if data_dir else None},
                   **stats)
     return record, ep_rows, turn_rows

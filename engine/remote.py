@@ -61,7 +61,7 @@ def gpu_backend(spec):
         import vllm  # noqa: F401
     except ImportError:
         return spec
-    return spec.model_copy(update={"name": "vllm"}) if torch.cuda.is_available() else spec
+    return spec.model_copy(update={"name": "vllm", "dtype": None}) if torch.cuda.is_available() else spec
 
 
 @TASKS.register("rollouts")
@@ -74,15 +74,16 @@ def rollouts(job: dict, folder: Path) -> dict:
     write_jsonl(folder / "episodes.jsonl", ep_rows)
     write_jsonl(folder / "turns.jsonl", turn_rows)
     return {"episodes": str(folder / "episodes.jsonl"), "turns": str(folder / "turns.jsonl"), "seconds": seconds,
-            "stats": summarize(episodes), "backend": getattr(backend, "name", "")}
+            "stats": summarize(episodes), "backend": backend.label}
 
 
 @TASKS.register("sample")
 def sample(job: dict, folder: Path) -> dict:
     from engine.evolve.sampling import rejection_sample
     spec, task, items, backend = _setup(job)
-    return rejection_sample(spec, task, backend, items, k=job["k"], temperature=job["temperature"],
-                            out_path=job["out"], max_share=job.get("max_share", 1.0))
+    counts = rejection_sample(spec, task, backend, items, k=job["k"], temperature=job["temperature"],
+                              out_path=job["out"], max_share=job.get("max_share", 1.0))
+    return {**counts, "backend": backend.label}
 
 
 def execute(job: dict, job_file: Path) -> dict:

