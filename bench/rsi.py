@@ -5,6 +5,7 @@ the best seed pair and the best co-evolved pair, per category and overall.
 
     .venv/bin/python bench/rsi.py [--brain smollm2-135m] [--task smart_home] [--rounds 3]
                                   [--archive DIR/archive.db] [--heldout-limit N] [--json]
+                                  [--data KEY=VALUE] [--seed-option KEY=VALUE]
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
 heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s.
@@ -62,6 +63,16 @@ def step_seconds(archive, rnd: dict) -> dict[str, float]:
     return out
 
 
+def key_values(pairs: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def best(rows: list[dict]) -> dict:
     return max(rows, key=lambda e: (e["score"], -e["timr"], e["id"]))
 
@@ -92,10 +103,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--archive", help="archive path (default: a fresh temporary folder)")
     ap.add_argument("--heldout-limit", type=int, help="a stratified subset of the official rows (default: all)")
+    ap.add_argument("--data", action="append", default=[], metavar="KEY=VALUE",
+                    help="a data generator option of the preset, e.g. homes=../shared/data/homebench/"
+                         "home_status_method.jsonl (instructions drawn over the benchmark's own homes)")
+    ap.add_argument("--seed-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a task option set on every seed harness, e.g. rooms=mentioned")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     path = Path(args.archive) if args.archive else Path(tempfile.mkdtemp(prefix="coevo-rsi-")) / "archive.db"
     config = load_init_config(task=args.task, brain=args.brain)
+    config.data.update(key_values(args.data, "--data"))
+    config.seed_task_options.update(key_values(args.seed_option, "--seed-option"))
     cfg = load_run_config(task=args.task, brain=args.brain)
     t0 = time.perf_counter()
     with Archive(path) as archive:

@@ -5,6 +5,7 @@ interfaces; or a local model (a Hugging Face directory or a .gguf file) register
 Every step is skipped when already done."""
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 from functools import cached_property
@@ -46,6 +47,10 @@ class InitConfig(BaseModel):
     roots: list[RootSpec] = [RootSpec(name="root-json", harness="smart_home-json"),
                              RootSpec(name="root-xml", harness="smart_home-xml")]
     profile: str = "cpu"
+    # the task generator's options (smart_home: `homes`, a HomeBench homes file to draw the instructions over)
+    data: dict = {}
+    # task options set on every seed harness (smart_home: `rooms: mentioned` shows only the rooms named)
+    seed_task_options: dict = {}
 
 
 def load_init_config(path=None, task: str | None = None, brain: str | None = None) -> InitConfig:
@@ -105,12 +110,21 @@ class Init:
     def data(self) -> None:
         if not all(self.task.has_split(s) for s in self.config.sizes):
             c = self.config
+            generate = type(self.task).generate
+            accepted = set(inspect.signature(generate).parameters) - {"out_dir", "seed", "sizes", "options"}
+            for key in c.data:
+                if key not in accepted:
+                    raise InputError(f"the {c.task} data generator takes no option {key!r} "
+                                     f"(it takes: {', '.join(sorted(accepted)) or 'none'})", field=f"data.{key}")
             self.log(f"generating {c.task} data {c.sizes} (seed {c.seed}) in {self.task.data_dir}")
-            type(self.task).generate(self.task.data_dir, seed=c.seed, sizes=c.sizes)
+            generate(self.task.data_dir, seed=c.seed, sizes=c.sizes, **c.data)
 
     def harnesses(self) -> None:
         for name in self.config.harnesses:  # add_harness returns the stored id of a spec it already holds
             spec = HarnessSpec.load(ASSETS / "harnesses" / f"{name}.yaml")
+            if self.config.seed_task_options:
+                spec = HarnessSpec.from_dict({**spec.to_dict(), "task_options": {
+                    **spec.task_options, **self.config.seed_task_options}})
             self.specs[spec.name] = (self.archive.add_harness(spec.to_dict(), creator="seed",
                                                               rationale="seed harness"), spec)
 

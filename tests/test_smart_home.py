@@ -23,6 +23,22 @@ def test_generator_is_seeded_and_covers_every_category(tmp_path, home_data):
     assert set(collections.Counter(i.category for i in items)) == {"VS", "IS", "VM", "IM", "MM"}
 
 
+def test_generator_draws_instructions_over_a_given_homes_file(tmp_path, home_data):
+    """A benchmark's own homes as the environments: copied as they are, whole-home devices never named."""
+    homes = [json.loads(line) for line in (home_data / HOMES_FILE).read_text().splitlines()]
+    homes[0]["method"].append({"room_name": "None", "device_name": "vacuum_robot", "operation": "turn_on",
+                               "parameters": []})
+    write_lines(tmp_path / "homes.jsonl", [json.dumps(h) for h in homes])
+    out = tmp_path / "data"
+    SmartHomeTask.generate(out, seed=3, sizes={"train": 80}, homes=str(tmp_path / "homes.jsonl"))
+    assert filecmp.cmp(out / HOMES_FILE, tmp_path / "homes.jsonl", shallow=False)
+    task = get_task("smart_home", out)
+    items = task.load("train")
+    assert {i.meta["home_id"] for i in items} <= {h["home_id"] for h in homes}
+    assert not any("None" in i.input or "vacuum" in i.input for i in items)
+    assert all(task.environment(i).step(task.gold_calls(i)).success for i in items)
+
+
 def test_gold_answers_pass_the_tool_schema_and_succeed(home_data):
     task = get_task("smart_home", home_data)
     for item in task.load("dev"):
@@ -104,3 +120,15 @@ def test_loader_reads_the_official_homebench_files():
     ok = sum(task.environment(i).step(task.gold_calls(i)).success for i in items)
     assert ok == 160
     assert "master_bedroom.light: turn_on turn_off" in task.context(items[0]) or task.context(items[0])
+
+
+def test_init_passes_generator_options_and_seed_task_options(tmp_path):
+    from engine.archive import Archive
+    from engine.init import Init, InitConfig
+    with Archive(tmp_path / "archive.db") as archive:
+        with pytest.raises(InputError, match="takes no option 'houses'"):
+            Init(archive, InitConfig(sizes={"train": 10}, data={"houses": "h.jsonl"})).data()
+        init = Init(archive, InitConfig(sizes={"train": 10}, seed_task_options={"rooms": "mentioned"}))
+        init.harnesses()
+        assert len(init.specs) == 3
+        assert all(spec.task_options == {"rooms": "mentioned"} for _, spec in init.specs.values())

@@ -107,6 +107,7 @@ class Task:
         raise NotImplementedError
 
     @classmethod
-    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:
-        """Write a seeded synthetic data set in the official format."""
+    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int], **options) -> None:
+        """Write a seeded synthetic data set in the official format; `options` are the generator's own
+        keyword arguments (an init config's `data`)."""
         raise NotImplementedError

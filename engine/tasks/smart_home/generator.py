@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
-from engine.jsonl import write_jsonl
+from engine.jsonl import read_jsonl, write_jsonl
 from engine.tasks.smart_home.catalog import CORE_METHODS, DEVICES
-from engine.tasks.smart_home.data import HOMES_FILE
+from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, load_homes
 
 ROOMS = ["living_room", "master_bedroom", "guest_bedroom", "kitchen", "study_room", "dining_room",
          "bathroom", "balcony", "garage", "corridor"]
@@ -74,9 +75,11 @@ def make_home(rng: random.Random, home_id: int) -> dict:
 
 
 def _devices(home: dict) -> dict[tuple[str, str], set[str]]:
+    """(room, device) -> methods, for the devices an instruction can name by room (not whole-home ones)."""
     out: dict[tuple[str, str], set[str]] = {}
     for m in home["method"]:
-        out.setdefault((m["room_name"], m["device_name"]), set()).add(m["operation"])
+        if m["room_name"] != NO_ROOM and m["operation"] in SPOKEN_METHODS:
+            out.setdefault((m["room_name"], m["device_name"]), set()).add(m["operation"])
     return out
 
 
@@ -94,7 +97,7 @@ def _clause(rng, room: str, dev: str, method: str) -> tuple[str, str]:
 
 def _valid(rng, devices) -> tuple[str, str]:
     (room, dev) = rng.choice(sorted(devices))
-    method = rng.choice(sorted(devices[(room, dev)] & SPOKEN_METHODS))
+    method = rng.choice(sorted(devices[(room, dev)]))
     return _clause(rng, room, dev, method)
 
 
@@ -106,9 +109,8 @@ def _invalid(rng, devices) -> tuple[str, str, str]:
         room, dev, method = rng.choice(sorted(lacking))
         kind = "unexist_attribute"
     else:
-        room = rng.choice(sorted({r for r, _ in devices}))
-        absent = [d for d in ROOM_DEVICES if (room, d) not in devices]
-        dev = rng.choice(absent)
+        room = rng.choice(sorted({r for r, _ in devices if any((r, d) not in devices for d in ROOM_DEVICES)}))
+        dev = rng.choice([d for d in ROOM_DEVICES if (room, d) not in devices])
         method = rng.choice(sorted(set(DEVICES[dev]) & SPOKEN_METHODS))
         kind = "unexist_device"
     text, _ = _clause(rng, room, dev, method)
@@ -147,19 +149,31 @@ def make_row(rng: random.Random, home: dict, n: int) -> dict:
             "output": "'''" + "".join(o + "," for _, o in picks) + "'''", "home_id": hid, "type": kind}
 
 
-def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40) -> None:
-    """Homes plus one JSONL per split, all in HomeBench's format; the same seed gives the same files."""
+def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40, homes=None) -> None:
+    """Homes plus one JSONL per split, all in HomeBench's format; the same seed gives the same files.
+    `homes`: a HomeBench homes file (say the benchmark's own 100 homes) to draw the instructions over,
+    instead of generated homes, so that training and selection see the environments a benchmark uses."""
     out = Path(out_dir)
     rng = random.Random(seed)
-    homes = [make_home(rng, i) for i in range(n_homes)]
+    source = homes
+    if source is None:
+        homes = [make_home(rng, i) for i in range(n_homes)]
+    else:
+        load_homes(source)  # a clear error, naming the line, for a malformed file
+        homes = [obj for _, obj in read_jsonl(Path(source))]
+        out.mkdir(parents=True, exist_ok=True)
+    drawn = [h for h in homes if _devices(h)]
     n = 0
     splits = {}
     for split, size in sizes.items():
         rows = []
         for _ in range(size):
-            rows.append(make_row(rng, rng.choice(homes), n))
+            rows.append(make_row(rng, rng.choice(drawn), n))
             n += 1
         splits[split] = rows
-    write_jsonl(out / HOMES_FILE, homes)
+    if source is None:
+        write_jsonl(out / HOMES_FILE, homes)
+    else:  # the benchmark's file as it is
+        shutil.copyfile(source, out / HOMES_FILE)
     for split, rows in splits.items():
         write_jsonl(out / f"{split}.jsonl", rows)

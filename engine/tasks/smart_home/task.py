@@ -177,5 +177,5 @@ class SmartHomeTask(Task):
         return "\n".join(lines)
 
     @classmethod
-    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int]) -> None:
-        generator.write_dataset(out_dir, seed=seed, sizes=sizes)
+    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int], homes: str | None = None) -> None:
+        generator.write_dataset(out_dir, seed=seed, sizes=sizes, homes=homes)
