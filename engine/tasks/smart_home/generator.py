@@ -149,18 +149,17 @@ def make_row(rng: random.Random, home: dict, n: int) -> dict:
             "output": "'''" + "".join(o + "," for _, o in picks) + "'''", "home_id": hid, "type": kind}
 
 
-def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40, homes=None) -> None:
+def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40, homes_file=None) -> None:
     """Homes plus one JSONL per split, all in HomeBench's format; the same seed gives the same files.
-    `homes`: a HomeBench homes file (say the benchmark's own 100 homes) to draw the instructions over,
+    `homes_file`: a HomeBench homes file (say the benchmark's own 100 homes) to draw the instructions over,
     instead of generated homes, so that training and selection see the environments a benchmark uses."""
     out = Path(out_dir)
     rng = random.Random(seed)
-    source = homes
-    if source is None:
+    if homes_file is None:
         homes = [make_home(rng, i) for i in range(n_homes)]
     else:
-        load_homes(source)  # a clear error, naming the line, for a malformed file
-        homes = [obj for _, obj in read_jsonl(Path(source))]
+        load_homes(homes_file)  # a clear error, naming the line, for a malformed file
+        homes = [obj for _, obj in read_jsonl(Path(homes_file))]
         out.mkdir(parents=True, exist_ok=True)
     drawn = [h for h in homes if _devices(h)]
     n = 0
@@ -171,9 +170,9 @@ def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 4
             rows.append(make_row(rng, rng.choice(drawn), n))
             n += 1
         splits[split] = rows
-    if source is None:
+    if homes_file is None:
         write_jsonl(out / HOMES_FILE, homes)
     else:  # the benchmark's file as it is
-        shutil.copyfile(source, out / HOMES_FILE)
+        shutil.copyfile(homes_file, out / HOMES_FILE)
     for split, rows in splits.items():
         write_jsonl(out / f"{split}.jsonl", rows)

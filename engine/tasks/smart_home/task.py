@@ -178,4 +178,4 @@ class SmartHomeTask(Task):
 
     @classmethod
     def generate(cls, out_dir, *, seed: int, sizes: dict[str, int], homes: str | None = None) -> None:
-        generator.write_dataset(out_dir, seed=seed, sizes=sizes, homes=homes)
+        generator.write_dataset(out_dir, seed=seed, sizes=sizes, homes_file=homes)
