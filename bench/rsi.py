@@ -5,7 +5,7 @@ the best seed pair and the best co-evolved pair, per category and overall.
 
     .venv/bin/python bench/rsi.py [--brain smollm2-135m] [--task smart_home] [--rounds 3]
                                   [--archive DIR/archive.db] [--heldout-limit N] [--json]
-                                  [--data KEY=VALUE] [--seed-option KEY=VALUE]
+                                  [--data KEY=VALUE] [--seed-option KEY=VALUE] [--fix-option KEY]
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
 heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s.
@@ -108,13 +108,15 @@ def main() -> None:
                          "home_status_method.jsonl (instructions drawn over the benchmark's own homes)")
     ap.add_argument("--seed-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a task option set on every seed harness, e.g. rooms=mentioned")
+    ap.add_argument("--fix-option", action="append", default=[], metavar="KEY",
+                    help="a task option the rounds' edits keep as their parent has it, e.g. rooms")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     path = Path(args.archive) if args.archive else Path(tempfile.mkdtemp(prefix="coevo-rsi-")) / "archive.db"
     config = load_init_config(task=args.task, brain=args.brain)
     config.data.update(key_values(args.data, "--data"))
     config.seed_task_options.update(key_values(args.seed_option, "--seed-option"))
-    cfg = load_run_config(task=args.task, brain=args.brain)
+    cfg = load_run_config(task=args.task, brain=args.brain, fixed_task_options=args.fix_option or None)
     t0 = time.perf_counter()
     with Archive(path) as archive:
         log = lambda m: print(m, flush=True)  # noqa: E731

@@ -94,6 +94,7 @@ class RunConfig(BaseModel):
     start_checkpoint: str = "root-json"
     sample: SampleConfig = SampleConfig()
     probe: ProbeConfig = ProbeConfig()
+    fixed_task_options: list[str] = []  # task options every edit keeps as its parent has them
     eval_limit: int | None = None
     profile: str = "cpu"
     backend: BackendSpec = BackendSpec()  # the engine every probe, sample and evaluation of the run uses

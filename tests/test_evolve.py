@@ -209,6 +209,25 @@ def test_change_task_option_sets_one_declared_option_of_the_task():
             {"rooms": "mentioned"}
 
 
+def test_fixed_task_options_are_kept_by_every_edit(round_archive, endpoint):
+    # offline: never the fixed option, whatever the seed (SEED's only option is rooms)
+    for seed in range(30):
+        edit = get_editor("offline")({"spec": SEED}, rng=random.Random(seed), successes=[], scores={},
+                                     fixed_task_options=["rooms"])
+        assert edit.operator != "change_task_option" and edit.spec.get("task_options") == SEED.get("task_options")
+    # llm: a reply that changes a fixed option is refused, and the round goes on offline
+    changed = {**SEED, "task_options": {"rooms": "mentioned"}}
+    _Endpoint.reply = yaml.safe_dump({"rationale": "show only the mentioned rooms", "spec": changed})
+    with pytest.raises(EditorError, match="fixed task options"):
+        get_editor("llm")({"spec": SEED}, scores={}, failures=[], llm=endpoint, fixed_task_options=["rooms"])
+    # a name the task does not have is an input error naming the field
+    from engine.errors import InputError
+    from engine.evolve.rounds import RoundRunner
+    from engine.run_config import load_run_config
+    with pytest.raises(InputError, match=r"fixed_task_options.*'room'"):
+        RoundRunner(round_archive, load_run_config(fixed_task_options=["room"]), log=lambda m: None)
+
+
 def test_the_offline_editor_favours_operators_for_the_parents_main_fault():
     from engine.evolve.editors.offline import FORMAT_OPERATORS, diagnose
     unparseable = {"score": 0.1, "timr": 0.6, "mismatch_kinds": {"unparseable": 9, "unknown tool": 1}}

@@ -13,7 +13,7 @@ from typing import Callable
 
 from engine.archive import Archive
 from engine.checkpoints import SftRequest, register, train
-from engine.errors import CoevoError
+from engine.errors import CoevoError, InputError
 from engine.evaluate import run_evaluation, task_dir
 from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.editors import get_editor
@@ -48,6 +48,10 @@ class RoundRunner:
         self.on_pause, self.poll_s = on_pause, poll_s
         self.mode = MODES[cfg.mode]
         self.task = get_task(cfg.task, task_dir(archive, cfg.task))
+        unknown = sorted(set(cfg.fixed_task_options) - set(self.task.option_space))
+        if unknown:
+            raise InputError(f"{unknown} are not task options of {cfg.task} (it has {sorted(self.task.option_space)})",
+                             field="fixed_task_options")
         self.start_harness = archive.harness(cfg.start_harness)["id"]
         self.start_checkpoint = archive.checkpoint(cfg.start_checkpoint)["id"]
         self.backends: dict = {}  # checkpoint id -> loaded model, from probing to sampling within a round
@@ -137,7 +141,8 @@ class RoundRunner:
         rng = random.Random(f"{self.cfg.seed}-{rid}-edit")
         kw = dict(rng=rng, successes=self.archive.successes(parent_id),
                   scores=self.archive.best_scores(self.cfg.task, self.cfg.split).get(parent_id, {}),
-                  failures=self.archive.failures(parent_id), llm=self.cfg.llm)
+                  failures=self.archive.failures(parent_id), llm=self.cfg.llm,
+                  fixed_task_options=self.cfg.fixed_task_options)
         refused = None
         try:
             edit = get_editor(self.cfg.editor)(parent, **kw)

@@ -61,6 +61,11 @@ class Task:
     def __init__(self, data_dir):
         self.data_dir = Path(data_dir)
 
+    @classmethod
+    def options_in_force(cls, options: dict | None) -> dict:
+        """A harness's task options with the defaults filled in where it is silent."""
+        return {**(cls.options_model().model_dump() if cls.options_model else {}), **(options or {})}
+
     def load(self, split: str, limit: int | None = None) -> list[Item]:
         raise NotImplementedError
 

@@ -13,6 +13,7 @@ from engine.errors import CoevoError, InputError
 from engine.evolve.editors import EDITORS, Edit
 from engine.harness.spec import HarnessSpec
 from engine.run_config import LlmConfig
+from engine.tasks import task_class
 
 
 class EditorError(CoevoError):
@@ -75,8 +76,14 @@ def chat(config: LlmConfig, prompt: str) -> str:
 
 
 @EDITORS.register("llm")
-def llm_edit(parent: dict, *, scores: dict, failures: list[dict], llm: LlmConfig | None = None, **_) -> Edit:
+def llm_edit(parent: dict, *, scores: dict, failures: list[dict], llm: LlmConfig | None = None,
+             fixed_task_options=(), **_) -> Edit:
     spec, rationale = parse_reply(chat(llm or LlmConfig(), build_prompt(parent, scores, failures)))
     if spec["task"] != parent["spec"]["task"]:
         raise EditorError(f"reply changed the task {parent['spec']['task']!r} -> {spec['task']!r}")
+    task = task_class(spec["task"])
+    before, after = (task.options_in_force(s.get("task_options")) for s in (parent["spec"], spec))
+    changed = [k for k in fixed_task_options if before.get(k) != after.get(k)]
+    if changed:
+        raise EditorError(f"reply changed fixed task options {changed}")
     return Edit(spec, rationale, "llm")

@@ -16,13 +16,14 @@ def _instructions(task: str) -> list[str]:
     return yaml.safe_load(path.read_text()) if path.exists() else []
 
 
-def change_task_option(spec: dict, rng, successes) -> Edit | None:
-    """Change how the harness presents its task: one of the task's declared options."""
+def change_task_option(spec: dict, rng, successes, fixed=()) -> Edit | None:
+    """Change how the harness presents its task: one of the task's declared options that is not fixed."""
     from engine.tasks import task_class
     task = task_class(spec["task"])
     current = spec.get("task_options", {})
-    in_force = {**(task.options_model().model_dump() if task.options_model else {}), **current}
-    choices = [(k, v) for k, values in task.option_space.items() for v in values if in_force.get(k) != v]
+    in_force = task.options_in_force(current)
+    choices = [(k, v) for k, values in task.option_space.items() if k not in fixed
+               for v in values if in_force.get(k) != v]
     if not choices:
         return None
     key, value = rng.choice(choices)
@@ -30,14 +31,14 @@ def change_task_option(spec: dict, rng, successes) -> Edit | None:
                 "change_task_option")
 
 
-def switch_interface(spec: dict, rng, successes) -> Edit | None:
+def switch_interface(spec: dict, rng, successes, fixed=()) -> Edit | None:
     others = [n for n in INTERFACES.names() if n != spec["interface"]["name"]]
     new = rng.choice(others)
     return Edit({**spec, "interface": {"name": new}},
                 f"switch the output interface {spec['interface']['name']} -> {new}", "switch_interface")
 
 
-def add_few_shot(spec: dict, rng, successes) -> Edit | None:
+def add_few_shot(spec: dict, rng, successes, fixed=()) -> Edit | None:
     have = {s["input"] for s in spec["few_shot"]}
     pool = [s for s in successes if s["input"] not in have]
     if not pool or len(spec["few_shot"]) >= 3:
@@ -48,7 +49,7 @@ def add_few_shot(spec: dict, rng, successes) -> Edit | None:
                 f"add an archived success as a few-shot example: {pick['input']!r}", "add_few_shot")
 
 
-def remove_few_shot(spec: dict, rng, successes) -> Edit | None:
+def remove_few_shot(spec: dict, rng, successes, fixed=()) -> Edit | None:
     if not spec["few_shot"]:
         return None
     i = rng.randrange(len(spec["few_shot"]))
@@ -56,7 +57,7 @@ def remove_few_shot(spec: dict, rng, successes) -> Edit | None:
                 f"remove few-shot example {i}", "remove_few_shot")
 
 
-def replace_few_shot(spec: dict, rng, successes) -> Edit | None:
+def replace_few_shot(spec: dict, rng, successes, fixed=()) -> Edit | None:
     removed = remove_few_shot(spec, rng, successes)
     added = removed and add_few_shot(removed.spec, rng, successes)
     if not added:
@@ -64,7 +65,7 @@ def replace_few_shot(spec: dict, rng, successes) -> Edit | None:
     return Edit(added.spec, "replace a few-shot example with another archived success", "replace_few_shot")
 
 
-def rewrite_instruction(spec: dict, rng, successes) -> Edit | None:
+def rewrite_instruction(spec: dict, rng, successes, fixed=()) -> Edit | None:
     options = [t for t in _instructions(spec["task"]) if t != spec["system_prompt"]]
     if not options:
         return None
@@ -73,13 +74,13 @@ def rewrite_instruction(spec: dict, rng, successes) -> Edit | None:
                 "rewrite_instruction")
 
 
-def toggle_strictness(spec: dict, rng, successes) -> Edit | None:
+def toggle_strictness(spec: dict, rng, successes, fixed=()) -> Edit | None:
     strict = not spec["strict"]
     return Edit({**spec, "strict": strict}, f"parser strictness -> {'strict' if strict else 'lenient'}",
                 "toggle_strictness")
 
 
-def retry_on_parse_error(spec: dict, rng, successes) -> Edit | None:
+def retry_on_parse_error(spec: dict, rng, successes, fixed=()) -> Edit | None:
     loop = spec["loop"]
     if loop["retry_on_parse_error"]:
         return Edit({**spec, "loop": {**loop, "retry_on_parse_error": False}},
@@ -121,13 +122,13 @@ def operator_order(rng: random.Random, fault: str | None) -> list:
 
 @EDITORS.register("offline")
 def offline_edit(parent: dict, *, rng: random.Random, successes: list[dict], scores: dict | None = None,
-                 **_) -> Edit:
+                 fixed_task_options=(), **_) -> Edit:
     """Apply one applicable operator, chosen with the seeded generator, favouring those that address
-    the parent's main fault."""
+    the parent's main fault; task options named in `fixed_task_options` are never changed."""
     spec = json.loads(json.dumps(parent["spec"]))
     fault = diagnose(scores or {})
     for op in operator_order(rng, fault):
-        edit = op(spec, rng, successes)
+        edit = op(spec, rng, successes, fixed_task_options)
         if edit is not None and edit.spec != parent["spec"]:
             if fault:
                 edit.rationale += f" (the parent's main fault: {fault})"
