@@ -18,6 +18,7 @@ Mode = Literal["coevo", "harness-only", "model-only", "no-inheritance"]
 Gate = Literal["auto", "require"]                        # auto settles decisions; require waits for a person
 Inheritance = Literal["select", "merge", "latest", "fixed"]
 Editor = Literal["offline", "llm"]
+AcceptEdit = Literal["always", "not_worse"]
 
 MODES: dict[str, dict] = {  # what each mode lets move: the harness (edit), the model (train), how it inherits
     "coevo": {"edit": True, "train": True, "inherit": None},
@@ -94,6 +95,7 @@ class RunConfig(BaseModel):
     start_checkpoint: str = "root-json"
     sample: SampleConfig = SampleConfig()
     probe: ProbeConfig = ProbeConfig()
+    accept_edit: AcceptEdit = "always"  # not_worse: the round keeps the parent pair where it probes better
     fixed_task_options: list[str] = []  # task options every edit keeps as its parent has them
     eval_limit: int | None = None
     profile: str = "cpu"

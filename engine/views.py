@@ -307,6 +307,8 @@ def co_lineage(a: Archive, task: str, split: str) -> dict:
         how = (f"merge {'+'.join(json.loads(d['merged']))}" if policy == "merge" and d.get("merged")
                else f"{policy} {inherit.get('checkpoint', '')}".strip())
         operator = st.get("edit", {}).get("operator") or "fixed harness"
+        if inherit.get("harness"):  # the edit probed worse than the parent pair: the round kept the parent
+            operator += " rejected"
         trained = " + SFT" if st.get("sft", {}).get("trained") else ""
         edges.append({"source": (parent_h, parent_c), "target": target, "round": rid,
                       "label": f"r{rid}: {operator} · {how}{trained}"})

@@ -99,3 +99,42 @@ def test_gate_require_waits_and_the_persons_choice_is_used(small_default, tmp_pa
             assert sft["checkpoint"] == other
         trail = [(d["kind"], d["status"], d["decided_by"]) for d in a.decisions()]
         assert trail == [("parents", "approved", "ana"), ("inheritance", "overridden", "bo")]
+
+
+def test_an_edit_that_probes_worse_than_its_parent_pair_is_rejected(small_default, tmp_path):
+    """accept_edit: not_worse. A harness asking for an interface no checkpoint was trained on loses to its
+    parent pair and the round goes on with the parent; an edit that changes nothing the model sees stands."""
+    from engine.evolve.rounds import RoundRunner
+    from engine.run_config import load_run_config
+    archive = copy_default(small_default, tmp_path)
+    cfg = load_run_config(small_default[0].parent / "run.yaml", accept_edit="not_worse")
+    with Archive(archive) as a:
+        runner = RoundRunner(a, cfg, log=lambda m: None)
+        parent = a.harness(cfg.start_harness)
+        best = a.best_scores(cfg.task, cfg.split)[parent["id"]]
+        assert best["score"] > 0  # the parent pair solves something, which tool calls cannot
+
+        def round_with(spec_changes: dict, name: str) -> dict:
+            rid = a.open_round(cfg.mode, {})["id"]
+            a.finish_step(rid, "curate", {"parents": [parent["id"]]})
+            hid = a.add_harness({**parent["spec"], **spec_changes, "name": name}, creator="editor:offline",
+                                rationale="test", parents=[parent["id"]], round=rid)
+            results = {"curate": a.step_result(rid, "curate"),
+                       "edit": runner._finish(rid, "edit", {"harness": hid, "operator": "test"})}
+            results["inherit"] = runner._inherit(rid, results)
+            return rid, hid, results
+
+        rid, hid, results = round_with({"interface": {"name": "tool_call"}}, "worse")
+        acceptance = a.decision(results["inherit"]["decision"])["evidence"]["acceptance"]
+        assert not acceptance["accepted"]
+        assert acceptance["parent_probe"]["score"] > acceptance["edited_probe"]["score"]
+        assert results["inherit"] == {**results["inherit"], "harness": parent["id"],
+                                      "checkpoint": best["checkpoint_id"]}
+        sample = runner._sample(rid, results)
+        assert a.dataset(sample["dataset"])["harness_id"] == parent["id"]
+        a.finish_round(rid)
+
+        _, same, results = round_with({}, "renamed")
+        acceptance = a.decision(results["inherit"]["decision"])["evidence"]["acceptance"]
+        assert acceptance["accepted"] and "harness" not in results["inherit"]
+        assert runner._harness(results) == same

@@ -6,6 +6,7 @@ Decisions (parents, inheritance) pass an approval gate: `auto` settles them at o
 leaves them pending until a person approves or overrides them."""
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from typing import Callable
@@ -18,7 +19,7 @@ from engine.evaluate import run_evaluation, task_dir
 from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError
-from engine.evolve.inheritance import POLICIES, InheritContext
+from engine.evolve.inheritance import POLICIES, InheritContext, probe
 from engine.evolve import steering
 from engine.executors import get_executor, rollout_job, step_key
 from engine.evolve.sampling import rejection_sample
@@ -186,14 +187,50 @@ class RoundRunner:
                                  split=self.cfg.split, excluded=steering.excluded(self.archive))
             policy = self.mode["inherit"] or self.cfg.inheritance
             p = POLICIES.get(policy)(ctx)
-            decision = self._decide(rid, "inherit", "inheritance", p.candidates, {"policy": policy, **p.evidence},
-                                    p.choice, p.rationale)
-        return self._finish(rid, "inherit", {"checkpoint": self._settled(decision), "decision": decision["id"]})
+            evidence, choice, rationale, cands = {"policy": policy, **p.evidence}, p.choice, p.rationale, p.candidates
+            acceptance = self._judge_edit(results, ctx, p)
+            if acceptance:
+                evidence["acceptance"] = acceptance
+                if not acceptance["accepted"]:
+                    choice, cands = acceptance["parent_checkpoint"], list(dict.fromkeys(cands + [choice]))
+                    rationale = (f"edit rejected: {acceptance['parent']} x {choice} probes better than "
+                                 f"{hid} x {p.choice} on the same items; the round goes on with the parent pair")
+            decision = self._decide(rid, "inherit", "inheritance", cands, evidence, choice, rationale)
+        result = {"checkpoint": self._settled(decision), "decision": decision["id"]}
+        acceptance = decision["evidence"].get("acceptance")
+        if acceptance and not acceptance["accepted"]:
+            result["harness"] = acceptance["parent"]  # the later steps work on the parent harness
+        return self._finish(rid, "inherit", result)
+
+    def _judge_edit(self, results, ctx: InheritContext, proposal) -> dict | None:
+        """With `accept_edit: not_worse`, the edited harness with the checkpoint it inherits against its parent
+        harness with the parent's best checkpoint, probed on the same items; the edit stands unless the
+        parent pair scores higher (or the same with a lower TIMR). None where there is nothing to judge:
+        a person's harness, a policy that does not probe, a parent never evaluated or its checkpoint excluded."""
+        edit = results["edit"]
+        if self.cfg.accept_edit == "always" or edit.get("operator") in (None, "person"):
+            return None
+        new = proposal.evidence.get("probe", {}).get(proposal.choice)
+        parent = results["curate"]["parents"][0]
+        best = self.archive.best_scores(self.cfg.task, self.cfg.split).get(parent)
+        if new is None or best is None or best["checkpoint_id"] in ctx.excluded:
+            return None
+        pctx = dataclasses.replace(ctx, spec=HarnessSpec.from_dict(self.archive.harness(parent)["spec"]),
+                                   harness_id=parent)
+        old = probe(pctx, best["checkpoint_id"], ctx.probe_items)
+        accepted = (new["score"], -new["timr"]) >= (old["score"], -old["timr"])
+        return {"accepted": accepted, "parent": parent, "parent_checkpoint": best["checkpoint_id"],
+                "parent_probe": old, "edited_probe": new}
+
+    @staticmethod
+    def _harness(results) -> str:
+        """The harness a round works on: the edited one, or its parent where the edit was rejected."""
+        return results["inherit"].get("harness") or results["edit"]["harness"]
 
     def _sample(self, rid, results) -> dict:
         if not self.mode["train"]:
             return self._finish(rid, "sample", {"dataset": None, "kept": 0, "why": "the model is fixed"})
-        hid, cid = results["edit"]["harness"], results["inherit"]["checkpoint"]
+        hid, cid = self._harness(results), results["inherit"]["checkpoint"]
         spec = HarnessSpec.from_dict(self.archive.harness(hid)["spec"])
         train = self.task.load("train")
         items = random.Random(f"{self.cfg.seed}-{rid}-sample").sample(train, min(self.cfg.sample.tasks, len(train)))
@@ -236,7 +273,7 @@ class RoundRunner:
             why = ("the model is fixed" if not self.mode["train"] else
                    f"{sample['kept']} verified successes, fewer than sample.min_kept={self.cfg.sample.min_kept}")
             return self._finish(rid, "sft", {"checkpoint": cid, "trained": False, "why": why})
-        hid = results["edit"]["harness"]
+        hid = self._harness(results)
         (built,) = train(self.archive, [SftRequest(cid, sample["dataset"], f"sft-r{rid}", self.cfg.profile,
                                                   self.cfg.seed + rid, harness=hid)], executor=self.executor,
                          log=self.log)
@@ -245,7 +282,7 @@ class RoundRunner:
             return self._finish(rid, "sft", {"checkpoint": new, "trained": True})
 
     def _evaluate(self, rid, results) -> dict:
-        hid, cid = results["edit"]["harness"], results["sft"]["checkpoint"]
+        hid, cid = self._harness(results), results["sft"]["checkpoint"]
         record, eps, turns = run_evaluation(self.archive, hid, cid, self.cfg.task, self.cfg.split,
                                             limit=self.cfg.eval_limit, round=rid, backend_spec=self.cfg.backend,
                                             executor=self.executor)
