@@ -1,11 +1,14 @@
 """Does co-evolution improve a pretrained brain? Runs a brain's preset (init, seed matrix, rounds) and
 prints per round the pair, dev score, TIMR, kept successes, SFT examples and each step's wall time; then
 the held-out result on the benchmark's official rows (never used for training, sampling or probing) for
-the best seed pair and the best co-evolved pair, per category and overall.
+the best seed pair and the best co-evolved pair, per category and overall. With --ablate every mode
+(coevo, harness-only, model-only, no-inheritance) runs its rounds from the same start, and each mode's
+best round pair is evaluated on the official rows.
 
     .venv/bin/python bench/rsi.py [--brain smollm2-135m] [--task smart_home] [--rounds 3]
                                   [--archive DIR/archive.db] [--heldout-limit N] [--json]
                                   [--data KEY=VALUE] [--seed-option KEY=VALUE] [--fix-option KEY]
+                                  [--ablate]
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
 heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s.
@@ -18,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from contextlib import ExitStack
 from itertools import zip_longest
 from pathlib import Path
 
@@ -26,9 +30,10 @@ sys.path.insert(0, str(REPO))
 
 from engine.archive import Archive  # noqa: E402
 from engine.evaluate import evaluate, evaluate_seed_matrix  # noqa: E402
+from engine.evolve.ablate import ablate, mode_archive_path  # noqa: E402
 from engine.evolve.rounds import RoundRunner  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
-from engine.run_config import load_run_config  # noqa: E402
+from engine.run_config import MODES, load_run_config  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
@@ -110,6 +115,9 @@ def main() -> None:
                     help="a task option set on every seed harness, e.g. rooms=mentioned")
     ap.add_argument("--fix-option", action="append", default=[], metavar="KEY",
                     help="a task option the rounds' edits keep as their parent has it, e.g. rooms")
+    ap.add_argument("--ablate", action="store_true",
+                    help="run every mode (coevo, harness-only, model-only, no-inheritance) from the same start "
+                         "and evaluate each mode's best round pair on the official rows")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     path = Path(args.archive) if args.archive else Path(tempfile.mkdtemp(prefix="coevo-rsi-")) / "archive.db"
@@ -118,30 +126,26 @@ def main() -> None:
     config.seed_task_options.update(key_values(args.seed_option, "--seed-option"))
     cfg = load_run_config(task=args.task, brain=args.brain, fixed_task_options=args.fix_option or None)
     t0 = time.perf_counter()
-    with Archive(path) as archive:
+    with Archive(path) as archive, ExitStack() as stack:
         log = lambda m: print(m, flush=True)  # noqa: E731
         init(archive, config, log=log)
         t_init = time.perf_counter() - t0
         evaluate_seed_matrix(archive, config.task, cfg.split, backend_spec=cfg.backend, log=log)
         t_seeds = time.perf_counter() - t0 - t_init
-        RoundRunner(archive, cfg, log=log).run(args.rounds)
+        if args.ablate:  # every mode from this start, each in its own archive
+            ablate(archive, cfg, args.rounds, log=log)
+            runs = {m: stack.enter_context(Archive(mode_archive_path(archive, cfg, m))) for m in MODES}
+        else:
+            RoundRunner(archive, cfg, log=log).run(args.rounds)
+            runs = {cfg.mode: archive}
         t_rounds = time.perf_counter() - t0 - t_init - t_seeds
 
-        dev = [e for e in archive.evaluations() if e["task"] == cfg.task and e["split"] == cfg.split]
         seed_ids = {h["id"] for h in archive.harnesses(cfg.task) if h["creator"] == "seed"}
         roots = {archive.checkpoint(r.name)["id"] for r in config.roots}
-        seeds = [e for e in dev if e["round"] is None and e["harness"] in seed_ids and e["checkpoint"] in roots]
-        rounds = []
-        for r in archive.rounds():
-            if r["state"] != "done":
-                continue
-            ev, sample, sft = (archive.step_result(r["id"], s) for s in ("evaluate", "sample", "sft"))
-            rounds.append(dict(round=r["id"], harness=ev["harness"], checkpoint=ev["checkpoint"], score=ev["score"],
-                               timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] if sft["trained"] else 0,
-                               evaluation=ev["evaluation"],
-                               steps=step_seconds(archive, r)))
+        seeds = [e for e in dev_evaluations(archive, cfg)
+                 if e["round"] is None and e["harness"] in seed_ids and e["checkpoint"] in roots]
         seed_best = best(seeds)
-        coevo_best = best([e for e in dev if e["id"] in {r["evaluation"] for r in rounds}]) if rounds else seed_best
+        rounds = {m: round_rows(a) for m, a in runs.items()}
 
         merge_rows = merged_roots(archive, config, cfg, log) if len(config.roots) >= 2 else []
 
@@ -149,51 +153,85 @@ def main() -> None:
         task = get_task(cfg.task, data_dir)
         items = stratified(task.load(str(split)), args.heldout_limit)
         split_name = f"heldout:{split.name}" + (f"[{len(items)}]" if args.heldout_limit else "")
-        heldout = {}
-        for label, e in (("seed", seed_best), ("coevo", coevo_best)):
-            done = [h for h in archive.evaluations() if h["split"] == split_name and h["harness"] == e["harness"]
-                    and h["checkpoint"] == e["checkpoint"]]
-            if done:
-                record = archive.evaluation(done[-1]["id"])
-            else:
-                record = evaluate(archive, e["harness"], e["checkpoint"], cfg.task, split_name, data_dir=data_dir,
-                                  items=items, backend_spec=cfg.backend)
-            heldout[label] = record
+        official = lambda a, e: heldout(a, e, cfg, data_dir, items, split_name)  # noqa: E731
+        heldout_rows = {"seed": official(archive, seed_best)}
+        for m, a in runs.items():
+            ids = {r["evaluation"] for r in rounds[m]}
+            mode_best = best([e for e in dev_evaluations(a, cfg) if e["id"] in ids]) if ids else seed_best
+            heldout_rows[m] = official(a, mode_best)
     wall = time.perf_counter() - t0
 
     print(f"\n{args.brain} on {cfg.task}: init {t_init:.0f}s, seed matrix {t_seeds:.0f}s, "
-          f"{len(rounds)} rounds {t_rounds:.0f}s, wall {wall:.0f}s")
+          f"{args.rounds} rounds x {len(runs)} mode(s) {t_rounds:.0f}s, wall {wall:.0f}s")
     print(f"\nseed pairs on {cfg.split}:")
     for e in seeds:
         print(f"  {e['harness']:<5} x {e['checkpoint']:<5} score {e['score']:.3f}  TIMR {e['timr']:6.1%}")
-    print(f"\n{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'kept':>6}{'SFT':>5}  step seconds")
-    for r in rounds:
-        print(f"{r['round']:<6}{r['harness'] + ' x ' + r['checkpoint']:<12}{r['score']:>7.3f}{r['timr']:>8.1%}"
-              f"{r['kept']:>6}{r['sft_examples']:>5}  {r['steps']}")
+    for m, rows in rounds.items():
+        print(f"\n{m} rounds:" if args.ablate else "")
+        print(f"{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'kept':>6}{'SFT':>5}  step seconds")
+        for r in rows:
+            print(f"{r['round']:<6}{r['harness'] + ' x ' + r['checkpoint']:<12}{r['score']:>7.3f}{r['timr']:>8.1%}"
+                  f"{r['kept']:>6}{r['sft_examples']:>5}  {r['steps']}")
     print("\nthe roots and their TIES merge (base: their common ancestor) under each seed harness:")
     for r in merge_rows:
         print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
-    metrics = heldout["seed"]["metrics"]
+    print_heldout(heldout_rows, split_name, len(items))
+    if args.json:
+        main_mode = "coevo" if args.ablate else cfg.mode
+        out = {"brain": args.brain, "task": cfg.task, "archive": str(path),
+               "heldout_seed_best": heldout_rows["seed"]["score"],
+               "heldout_coevo_best": heldout_rows[main_mode]["score"],
+               "heldout_rows": len(items),
+               "max_round_timr": max((r["timr"] for r in rounds[main_mode]), default=None),
+               "rounds": rounds[main_mode], "merge": merge_rows, "wall_s": round(wall, 1)}
+        if args.ablate:
+            out["ablation"] = {m: {"rounds": rounds[m], "heldout": heldout_rows[m]["score"],
+                                   "heldout_timr": heldout_rows[m]["timr"]} for m in runs}
+        print(json.dumps(out))
+
+
+def dev_evaluations(archive, cfg) -> list[dict]:
+    return [e for e in archive.evaluations() if e["task"] == cfg.task and e["split"] == cfg.split]
+
+
+def round_rows(archive) -> list[dict]:
+    """Per finished round: its pair, dev score and TIMR, kept successes, SFT examples, step seconds."""
+    rows = []
+    for r in archive.rounds():
+        if r["state"] != "done":
+            continue
+        ev, sample, sft = (archive.step_result(r["id"], s) for s in ("evaluate", "sample", "sft"))
+        rows.append(dict(round=r["id"], harness=ev["harness"], checkpoint=ev["checkpoint"], score=ev["score"],
+                         timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] if sft["trained"] else 0,
+                         evaluation=ev["evaluation"], steps=step_seconds(archive, r)))
+    return rows
+
+
+def heldout(archive, pair: dict, cfg, data_dir, items, split_name: str) -> dict:
+    """The pair's evaluation on the official rows; evaluated once (a resumed run reads it back)."""
+    done = [h for h in archive.evaluations() if h["split"] == split_name and h["harness"] == pair["harness"]
+            and h["checkpoint"] == pair["checkpoint"]]
+    if done:
+        return archive.evaluation(done[-1]["id"])
+    return evaluate(archive, pair["harness"], pair["checkpoint"], cfg.task, split_name, data_dir=data_dir,
+                    items=items, backend_spec=cfg.backend)
+
+
+def print_heldout(records: dict[str, dict], split_name: str, n: int) -> None:
+    metrics = records["seed"]["metrics"]
     if not any(isinstance(v, float) for v in metrics.values()):  # per category, as HomeBench reports
-        print(f"\nheld-out ({split_name}, {len(items)} rows): success per category")
+        print(f"\nheld-out ({split_name}, {n} rows): success per category")
         cols = [c for c in metrics if c != "overall"] + ["overall"]
         cell = lambda m, c: _success(m.get(c))  # noqa: E731
     else:  # one row of rates, as Spider-AC and Who&When report
-        print(f"\nheld-out ({split_name}, {len(items)} rows)")
+        print(f"\nheld-out ({split_name}, {n} rows)")
         cols = [c for c, v in metrics.items() if isinstance(v, float)]
         cell = lambda m, c: f"{m[c]:.3f}" if isinstance(m.get(c), (int, float)) else "-"  # noqa: E731
     width = max(9, *(len(c) + 2 for c in cols))
-    print(f"{'pair':<26}" + "".join(f"{c:>{width}}" for c in cols) + f"{'TIMR':>8}")
-    for label, e in heldout.items():
+    print(f"{'pair':<34}" + "".join(f"{c:>{width}}" for c in cols) + f"{'TIMR':>8}")
+    for label, e in records.items():
         cells = "".join(f"{cell(e['metrics'], c):>{width}}" for c in cols)
-        print(f"{label + ' ' + e['harness_id'] + ' x ' + e['checkpoint_id']:<26}{cells}{e['timr']:>8.1%}")
-    if args.json:
-        print(json.dumps({"brain": args.brain, "task": cfg.task, "archive": str(path),
-                          "heldout_seed_best": heldout["seed"]["score"],
-                          "heldout_coevo_best": heldout["coevo"]["score"],
-                          "heldout_rows": len(items),
-                          "max_round_timr": max((r["timr"] for r in rounds), default=None),
-                          "rounds": rounds, "merge": merge_rows, "wall_s": round(wall, 1)}))
+        print(f"{label + ' ' + e['harness_id'] + ' x ' + e['checkpoint_id']:<34}{cells}{e['timr']:>8.1%}")
 
 
 def _success(m) -> str:

@@ -24,12 +24,16 @@ def copy_archive(src: Archive, dst_path) -> Archive:
     return copy
 
 
+def mode_archive_path(archive: Archive, cfg: RunConfig, mode: str):
+    """Where `ablate` keeps the archive of one mode (beside the start's archive)."""
+    return archive.path.with_name(archive.path.stem + f".ablate-seed{cfg.seed}") / f"{mode}.db"
+
+
 def ablate(archive: Archive, cfg: RunConfig, rounds: int, log: Callable[[str], None] = print) -> dict[str, list[dict]]:
-    folder = archive.path.with_name(archive.path.stem + f".ablate-seed{cfg.seed}")
     already = [r["id"] for r in archive.rounds() if r["state"] == "done"]  # the common start may have rounds
     table = {}
     for mode in MODES:
-        path = folder / f"{mode}.db"
+        path = mode_archive_path(archive, cfg, mode)
         if path.exists():
             run_archive = Archive(path)  # resume that mode where it stopped
         else:
