@@ -138,3 +138,47 @@ def test_an_edit_that_probes_worse_than_its_parent_pair_is_rejected(small_defaul
         acceptance = a.decision(results["inherit"]["decision"])["evidence"]["acceptance"]
         assert acceptance["accepted"] and "harness" not in results["inherit"]
         assert runner._harness(results) == same
+
+
+def test_an_ablation_runs_every_mode_from_one_start_and_a_second_call_redoes_nothing(small_default, tmp_path):
+    """`coevo ablate`: each mode runs its rounds on its own copy of the start and moves only what the mode
+    lets move (sampling is kept small and below min_kept: what is checked is which step runs, not SFT)."""
+    from engine.evolve.ablate import ablate, mode_archive_path
+    from engine.run_config import MODES, load_run_config
+    start = copy_default(small_default, tmp_path)
+    cfg = load_run_config(small_default[0].parent / "run.yaml")
+    cfg = cfg.model_copy(update={"sample": cfg.sample.model_copy(update={"tasks": 4, "min_kept": 10 ** 6})})
+    with Archive(start) as a:
+        seed_evaluations = len(a.evaluations())
+        table = ablate(a, cfg, 1, log=lambda m: None)
+        assert a.rounds() == [] and len(a.evaluations()) == seed_evaluations  # the start is left as it was
+        paths = {m: mode_archive_path(a, cfg, m) for m in MODES}
+        start_checkpoint = a.checkpoint(cfg.start_checkpoint)["id"]
+        start_harness = a.harness(cfg.start_harness)["id"]
+        seed_pairs = {(e["harness"], e["checkpoint"]) for e in a.evaluations()}
+    assert list(table) == list(MODES) and all(len(rows) == 1 for rows in table.values())
+    steps = {}
+    for mode, path in paths.items():
+        with Archive(path) as m:
+            (rnd,) = m.rounds()
+            assert rnd["mode"] == mode and rnd["state"] == "done"
+            assert seed_pairs <= {(e["harness"], e["checkpoint"]) for e in m.evaluations()}
+            steps[mode] = {s: m.step_result(rnd["id"], s) for s in ("edit", "inherit", "sft", "evaluate")}
+            assert table[mode][0]["evaluation"] == steps[mode]["evaluate"]["evaluation"]
+    assert steps["model-only"]["edit"] == {"harness": start_harness, "why": "the harness is fixed"}
+    assert steps["model-only"]["evaluate"]["harness"] == start_harness
+    for mode in ("coevo", "harness-only", "no-inheritance"):
+        assert steps[mode]["edit"]["harness"] != start_harness and steps[mode]["edit"]["operator"]
+    assert steps["harness-only"]["sft"] == {"checkpoint": start_checkpoint, "trained": False,
+                                            "why": "the model is fixed"}
+    assert steps["harness-only"]["inherit"]["checkpoint"] == start_checkpoint
+    assert "min_kept" in steps["coevo"]["sft"]["why"]
+
+    def evaluations(path) -> int:
+        with Archive(path) as m:
+            return len(m.evaluations())
+
+    counts = {m: evaluations(p) for m, p in paths.items()}
+    with Archive(start) as a:  # resumed: every mode is done, nothing is evaluated again
+        assert ablate(a, cfg, 1, log=lambda m: None) == table
+    assert {m: evaluations(p) for m, p in paths.items()} == counts
