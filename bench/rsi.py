@@ -11,7 +11,8 @@ best round pair is evaluated on the official rows.
                                   [--ablate]
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
-heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s.
+heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s,
+and heldout_top_answer_share (the share of the official rows given each pair's most frequent answer).
 """
 from __future__ import annotations
 
@@ -159,6 +160,7 @@ def main() -> None:
             ids = {r["evaluation"] for r in rounds[m]}
             mode_best = best([e for e in dev_evaluations(a, cfg) if e["id"] in ids]) if ids else seed_best
             heldout_rows[m] = official(a, mode_best)
+        top = {label: top_answer(runs.get(label, archive), e["id"]) for label, e in heldout_rows.items()}
     wall = time.perf_counter() - t0
 
     print(f"\n{args.brain} on {cfg.task}: init {t_init:.0f}s, seed matrix {t_seeds:.0f}s, "
@@ -176,6 +178,9 @@ def main() -> None:
     for r in merge_rows:
         print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
     print_heldout(heldout_rows, split_name, len(items))
+    print("the most frequent answer of each pair (a share near 1: one answer whatever the input):")
+    for label, (answer, share) in top.items():
+        print(f"  {label:<16}{share:6.1%}  {answer}")
     if args.json:
         main_mode = "coevo" if args.ablate else cfg.mode
         out = {"brain": args.brain, "task": cfg.task, "archive": str(path),
@@ -184,6 +189,7 @@ def main() -> None:
                "heldout_rows": len(items),
                "max_round_timr": max((r["timr"] for r in rounds[main_mode]), default=None),
                "rounds": rounds[main_mode], "merge": merge_rows, "wall_s": round(wall, 1)}
+        out["heldout_top_answer_share"] = {label: round(share, 4) for label, (_, share) in top.items()}
         if args.ablate:
             out["ablation"] = {m: {"rounds": rounds[m], "heldout": heldout_rows[m]["score"],
                                    "heldout_timr": heldout_rows[m]["timr"]} for m in runs}
@@ -215,6 +221,17 @@ def heldout(archive, pair: dict, cfg, data_dir, items, split_name: str) -> dict:
         return archive.evaluation(done[-1]["id"])
     return evaluate(archive, pair["harness"], pair["checkpoint"], cfg.task, split_name, data_dir=data_dir,
                     items=items, backend_spec=cfg.backend)
+
+
+def top_answer(archive, evaluation: int) -> tuple[str, float]:
+    """The prediction an evaluation gives most often and its share of the episodes: a pair that learned
+    one safe answer (error_input, a refusal) scores on the rows where it is right and nowhere else."""
+    rows = archive.query("SELECT prediction, COUNT(*) AS n FROM episodes WHERE evaluation_id = ? "
+                         "GROUP BY prediction ORDER BY n DESC, prediction LIMIT 1", (evaluation,))
+    total = archive.query("SELECT COUNT(*) AS n FROM episodes WHERE evaluation_id = ?", (evaluation,))[0]["n"]
+    if not rows or not total:
+        return "-", 0.0
+    return (rows[0]["prediction"] or "(none)")[:60], rows[0]["n"] / total
 
 
 def print_heldout(records: dict[str, dict], split_name: str, n: int) -> None:
