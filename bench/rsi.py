@@ -188,8 +188,8 @@ def main() -> None:
                "heldout_coevo_best": heldout_rows[main_mode]["score"],
                "heldout_rows": len(items),
                "max_round_timr": max((r["timr"] for r in rounds[main_mode]), default=None),
+               "heldout_top_answer_share": {label: round(share, 4) for label, (_, share) in top.items()},
                "rounds": rounds[main_mode], "merge": merge_rows, "wall_s": round(wall, 1)}
-        out["heldout_top_answer_share"] = {label: round(share, 4) for label, (_, share) in top.items()}
         if args.ablate:
             out["ablation"] = {m: {"rounds": rounds[m], "heldout": heldout_rows[m]["score"],
                                    "heldout_timr": heldout_rows[m]["timr"]} for m in runs}
