@@ -9,8 +9,8 @@ from engine.errors import InputError
 from engine.harness.interfaces import Call
 from engine.tasks import get_task
 from engine.tasks.smart_home import SmartHomeTask
-from engine.tasks.smart_home.data import HOMES_FILE, load_homes, load_rows
-from engine.tasks.smart_home.task import operation_to_call
+from engine.tasks.smart_home.data import HOMES_FILE, Home, load_homes, load_rows
+from engine.tasks.smart_home.task import mentioned_rooms, operation_to_call
 
 REAL = SHARED_DATA / "homebench"
 
@@ -37,6 +37,30 @@ def test_generator_draws_instructions_over_a_given_homes_file(tmp_path, home_dat
     assert {i.meta["home_id"] for i in items} <= {h["home_id"] for h in homes}
     assert not any("None" in i.input or "vacuum" in i.input for i in items)
     assert all(task.environment(i).step(task.gold_calls(i)).success for i in items)
+
+
+def test_requests_are_worded_many_ways_and_the_wording_never_gives_the_answer_away(tmp_path):
+    """A model fine-tuned on the generated requests must learn to read them, not one template: the same
+    frames and device names appear in valid and invalid requests, and there are many of each."""
+    SmartHomeTask.generate(tmp_path, seed=1, sizes={"train": 600})
+    items = get_task("smart_home", tmp_path).load("train")
+    def opening(text):
+        return " ".join(text.split()[:2]).lower()
+    valid = collections.Counter(opening(i.input) for i in items if i.category == "VS")
+    invalid = collections.Counter(opening(i.input) for i in items if i.category == "IS")
+    assert len(valid) >= 15 and len(invalid) >= 15
+    common = [w for w, _ in invalid.most_common(8)]
+    assert sum(w in valid for w in common) >= 6  # the wording of a refusal is the wording of a call
+    assert any("?" in i.input for i in items) and any(" AC" in i.input for i in items)
+    assert max(valid.values()) / sum(valid.values()) < 0.2
+
+
+def test_a_room_is_found_by_its_spoken_name(home_data):
+    """HomeBench's homes spell the dining room `ding_room`; a request says "dining room"."""
+    home = Home(0, {}, {("ding_room", "light"): {"turn_on": []}, ("master_bedroom", "fan"): {"turn_on": []}})
+    assert mentioned_rooms(home, "Turn on the light in the dining room.") == {"ding_room"}
+    assert mentioned_rooms(home, "Turn on the master bedroom fan.") == {"master_bedroom"}
+    assert mentioned_rooms(home, "Turn on the bedroom fan.") == set()
 
 
 def test_gold_answers_pass_the_tool_schema_and_succeed(home_data):

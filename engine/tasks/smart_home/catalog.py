@@ -39,3 +39,12 @@ def known_tool(device: str, method: str) -> bool:
 
 def param_names(device: str, method: str) -> list[str]:
     return [p for p, _ in DEVICES[device][method]]
+
+
+# How people name a room in speech, where its identifier does not say it plainly (HomeBench's homes spell
+# the dining room `ding_room`); every other room is spoken as its identifier with spaces.
+ROOM_SPOKEN = {"ding_room": "dining room"}
+
+
+def spoken_room(room: str) -> str:
+    return ROOM_SPOKEN.get(room, room.replace("_", " "))

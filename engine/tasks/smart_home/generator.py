@@ -6,15 +6,13 @@ import shutil
 from pathlib import Path
 
 from engine.jsonl import read_jsonl, write_jsonl
-from engine.tasks.smart_home.catalog import CORE_METHODS, DEVICES
+from engine.tasks.smart_home.catalog import CORE_METHODS, DEVICES, spoken_room
 from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, load_homes
 
 ROOMS = ["living_room", "master_bedroom", "guest_bedroom", "kitchen", "study_room", "dining_room",
          "bathroom", "balcony", "garage", "corridor"]
 ROOM_DEVICES = ["light", "air_conditioner", "heating", "fan", "air_purifiers", "humidifier", "dehumidifiers",
                 "aromatherapy", "curtain", "blinds", "media_player", "trash"]
-SPOKEN = {"air_purifiers": "air purifier", "dehumidifiers": "dehumidifier", "media_player": "media player",
-          "air_conditioner": "air conditioner"}
 OPTIONS = {
     ("air_conditioner", "mode"): ["cool", "heat", "fan_only", "dry"],
     ("heating", "mode"): ["comfort", "eco", "auto"],
@@ -30,19 +28,55 @@ RANGES = {"temperature": (16, 30), "interval": (10, 60)}  # others are 0..100
 SPOKEN_METHODS = {"turn_on", "turn_off", "open", "close", "play", "pause", "stop", "pack", "set_brightness",
                   "set_temperature", "set_degree", "set_intensity", "set_interval", "set_volume", "set_mode",
                   "set_fan_speed", "set_swing", "set_speed"}
-VERBS = {
-    "turn_on": ["Turn on the {dev} in the {room}", "Switch on the {room} {dev}"],
-    "turn_off": ["Turn off the {dev} in the {room}", "Switch off the {room} {dev}"],
-    "open": ["Open the {dev} in the {room}"], "close": ["Close the {dev} in the {room}"],
-    "play": ["Play the {dev} in the {room}"], "pause": ["Pause the {dev} in the {room}"],
-    "stop": ["Stop the {dev} in the {room}"], "pack": ["Pack the {dev} in the {room}"],
+# Many ways to say one thing, so that a model fine-tuned on these instructions learns to read requests,
+# not one template: each device type's everyday names, imperative clauses per method and per attribute
+# (values with their units), sentence frames, and connectors between the clauses of a multi-device request.
+# Valid and invalid requests are phrased alike, so the wording never gives the answer away.
+DEVICE_NAMES = {
+    "light": ["light", "lights", "lamp"], "air_conditioner": ["air conditioner", "AC", "air conditioning"],
+    "heating": ["heating", "heater", "heating system"], "fan": ["fan"],
+    "air_purifiers": ["air purifier", "air cleaner"], "humidifier": ["humidifier"],
+    "dehumidifiers": ["dehumidifier"], "aromatherapy": ["aromatherapy", "aromatherapy machine", "aroma diffuser"],
+    "curtain": ["curtain", "curtains"], "blinds": ["blinds", "shades"],
+    "media_player": ["media player", "speaker", "music player"], "trash": ["trash", "trash can", "garbage bin"],
+    "garage_door": ["garage door"], "water_heater": ["water heater", "boiler"],
 }
-SETTERS = ["Set the {attr} of the {dev} in the {room} to {value}", "Set the {room} {dev} {attr} to {value}"]
+VERBS = {
+    "turn_on": ["Turn on the {dev} in the {room}", "Switch on the {room} {dev}", "Turn the {room} {dev} on",
+                "Power on the {dev} in the {room}", "Get the {room} {dev} running"],
+    "turn_off": ["Turn off the {dev} in the {room}", "Switch off the {room} {dev}", "Turn the {room} {dev} off",
+                 "Power off the {dev} in the {room}", "Shut off the {room} {dev}"],
+    "open": ["Open the {dev} in the {room}", "Open the {room} {dev}", "Open up the {room} {dev}"],
+    "close": ["Close the {dev} in the {room}", "Close the {room} {dev}", "Shut the {dev} in the {room}"],
+    "play": ["Play the {dev} in the {room}", "Start playing on the {room} {dev}", "Resume the {room} {dev}"],
+    "pause": ["Pause the {dev} in the {room}", "Pause the {room} {dev}"],
+    "stop": ["Stop the {dev} in the {room}", "Stop the {room} {dev}"],
+    "pack": ["Pack the {dev} in the {room}", "Pack up the {room} {dev}"],
+}
+SETTERS = ["Set the {attr} of the {dev} in the {room} to {value}", "Set the {room} {dev} {attr} to {value}",
+           "Change the {attr} of the {room} {dev} to {value}", "Adjust the {room} {dev}'s {attr} to {value}",
+           "Make the {attr} of the {dev} in the {room} {value}"]
+ATTRIBUTE_SETTERS = {  # phrasings that name the attribute by its value's unit or by the verb
+    "temperature": ["Set the {room} {dev} to {value} degrees", "Make the {dev} in the {room} {value} degrees"],
+    "brightness": ["Dim the {room} {dev} to {value} percent", "Set the {dev} in the {room} to {value}% brightness"],
+    "volume": ["Turn the volume of the {room} {dev} to {value}", "Set the {room} {dev} volume at {value}"],
+    "mode": ["Put the {room} {dev} in {value} mode", "Switch the {dev} in the {room} to {value} mode"],
+    "degree": ["Open the {room} {dev} to {value} percent"],
+    "interval": ["Set the {room} {dev} to run every {value} minutes"],
+}
+UNITS = {"temperature": "{} degrees", "brightness": "{}%", "degree": "{}%", "interval": "{} minutes"}
+FRAMES = [("{}.", 4), ("Please {}.", 2), ("Could you {}?", 1), ("Can you {}?", 1), ("I'd like you to {}.", 1),
+          ("Hey, {}.", 1)]
+CONNECTORS = [" and ", ", then ", ", and also ", ". Also, "]
 TYPE_SHARES = [("VS", 0.35), ("IS", 0.2), ("VM", 0.2), ("IM", 0.1), ("MM", 0.15)]
 
 
 def _spoken(name: str) -> str:
-    return SPOKEN.get(name, name).replace("_", " ")
+    return name.replace("_", " ")
+
+
+def _device(rng, dev: str) -> str:
+    return rng.choice(DEVICE_NAMES.get(dev) or [_spoken(dev)])
 
 
 def _value(rng: random.Random, device: str, param: str):
@@ -86,12 +120,16 @@ def _devices(home: dict) -> dict[tuple[str, str], set[str]]:
 def _clause(rng, room: str, dev: str, method: str) -> tuple[str, str]:
     """(instruction clause, operation string) for one call, valid or not."""
     params = DEVICES[dev][method]
+    where = {"dev": _device(rng, dev), "room": spoken_room(room)}
     if not params:
-        text = rng.choice(VERBS[method]).format(dev=_spoken(dev), room=_spoken(room))
-        return text, f"{room}.{dev}.{method}()"
+        return rng.choice(VERBS[method]).format(**where), f"{room}.{dev}.{method}()"
     param = params[0][0]
     value = _value(rng, dev, param)
-    text = rng.choice(SETTERS).format(attr=_spoken(param), dev=_spoken(dev), room=_spoken(room), value=value)
+    if param in ATTRIBUTE_SETTERS and rng.random() < 0.4:
+        text = rng.choice(ATTRIBUTE_SETTERS[param]).format(value=value, **where)
+    else:
+        shown = UNITS[param].format(value) if param in UNITS and rng.random() < 0.5 else value
+        text = rng.choice(SETTERS).format(attr=_spoken(param), value=shown, **where)
     return text, f"{room}.{dev}.{method}({value})"
 
 
@@ -117,9 +155,15 @@ def _invalid(rng, devices) -> tuple[str, str, str]:
     return text, "error_input", kind
 
 
-def _join(clauses: list[str]) -> str:
-    parts = [clauses[0]] + [c[0].lower() + c[1:] for c in clauses[1:]]
-    return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
+def _sentence(rng, clauses: list[str]) -> str:
+    """The clauses as one request: joined by connectors, in a frame such as "Could you ...?"."""
+    text = clauses[0]
+    for i, clause in enumerate(clauses[1:], 1):
+        connector = " and " if i == len(clauses) - 1 else rng.choice(CONNECTORS[:3])
+        connector = rng.choice(CONNECTORS) if len(clauses) == 2 else connector
+        text += connector + clause[0].lower() + clause[1:]
+    frame = rng.choices([f for f, _ in FRAMES], weights=[w for _, w in FRAMES])[0]
+    return frame.format(text if frame.startswith("{") else text[0].lower() + text[1:])
 
 
 def make_row(rng: random.Random, home: dict, n: int) -> dict:
@@ -128,11 +172,11 @@ def make_row(rng: random.Random, home: dict, n: int) -> dict:
     hid = home["home_id"]
     if cat == "VS":
         text, op = _valid(rng, devices)
-        return {"id": f"home{hid}_one_{n}", "input": text + ".", "output": f"''' {op}'''", "home_id": hid,
+        return {"id": f"home{hid}_one_{n}", "input": _sentence(rng, [text]), "output": f"''' {op}'''", "home_id": hid,
                 "type": "normal"}
     if cat == "IS":
         text, op, kind = _invalid(rng, devices)
-        return {"id": f"home{hid}_one_{n}", "input": text + ".", "output": f"'''{op}'''", "home_id": hid,
+        return {"id": f"home{hid}_one_{n}", "input": _sentence(rng, [text]), "output": f"'''{op}'''", "home_id": hid,
                 "type": kind}
     k = rng.randint(2, 3)
     if cat == "VM":
@@ -145,7 +189,7 @@ def make_row(rng: random.Random, home: dict, n: int) -> dict:
                 [(_valid(rng, devices) if rng.random() < 0.5 else _invalid(rng, devices)[:2]) for _ in range(k - 2)]
         rng.shuffle(picks)
         kind = f"multi{k}_mix"
-    return {"id": f"home{hid}_multi_{n}", "input": _join([t for t, _ in picks]),
+    return {"id": f"home{hid}_multi_{n}", "input": _sentence(rng, [t for t, _ in picks]),
             "output": "'''" + "".join(o + "," for _, o in picks) + "'''", "home_id": hid, "type": kind}
 
 

@@ -19,7 +19,7 @@ from engine.harness.interfaces import Call
 from engine.tasks import TASKS
 from engine.tasks.base import Environment, Item, StepResult, Task, validate_options
 from engine.tasks.smart_home import generator
-from engine.tasks.smart_home.catalog import DEVICES, param_names
+from engine.tasks.smart_home.catalog import DEVICES, param_names, spoken_room
 from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, Home, load_homes, load_rows
 from engine.tasks.smart_home.scorer import parse_operations, score_homebench_files, score_rows
 
@@ -74,10 +74,12 @@ def parse_options(options: dict | None) -> SmartHomeOptions:
 
 
 def mentioned_rooms(home: Home, text: str) -> set[str]:
-    """The home's rooms that the instruction names ("master bedroom" for master_bedroom), as whole words."""
+    """The home's rooms that the instruction names ("master bedroom" for master_bedroom, "dining room" for
+    ding_room), as whole words."""
     lowered = text.lower()
     return {room for room, _ in home.devices if room != NO_ROOM
-            and re.search(r"\b" + re.escape(room.replace("_", " ").lower()) + r"\b", lowered)}
+            and any(re.search(r"\b" + re.escape(name.lower()) + r"\b", lowered)
+                    for name in {room.replace("_", " "), spoken_room(room)})}
 
 
 class SmartHomeEnvironment(Environment):
