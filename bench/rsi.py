@@ -208,7 +208,7 @@ def round_rows(archive) -> list[dict]:
             continue
         ev, sample, sft = (archive.step_result(r["id"], s) for s in ("evaluate", "sample", "sft"))
         rows.append(dict(round=r["id"], harness=ev["harness"], checkpoint=ev["checkpoint"], score=ev["score"],
-                         timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] if sft["trained"] else 0,
+                         timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] + sample.get("replayed", 0) if sft["trained"] else 0,
                          evaluation=ev["evaluation"], steps=step_seconds(archive, r)))
     return rows
 

@@ -1,4 +1,5 @@
 """Rounds on the small embedded default: resume after SIGKILL at several points, and the approval gate."""
+import json
 import os
 import signal
 import sqlite3
@@ -7,9 +8,15 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from conftest import coevo, copy_default
 from engine.archive import Archive, is_probe
+from engine.evaluate import task_dir
+from engine.harness.spec import HarnessSpec
+from engine.jsonl import read_jsonl
+from engine.tasks import get_task
+from engine.train.data import gold_conversations
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +56,13 @@ def _no_duplicates(path):
 
 
 def test_a_round_killed_at_any_step_resumes_without_duplicates(small_default, tmp_path):
+    """With gold replay on: the round's SFT data is its verified samples followed by gold conversations of
+    other train items under the round's harness, written once however often the round was killed."""
     archive = copy_default(small_default, tmp_path)
-    args = _run_args(archive, small_default)
+    run = yaml.safe_load((small_default[0].parent / "run.yaml").read_text())
+    run["sample"]["replay"] = 6
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
+    args = [*_run_args(archive, small_default)[:-2], "--run-config", str(tmp_path / "run.yaml")]
     kills = 0
     for marker, delay in [("] inherit ...", 0.5), ("] sample ...", 1.0), ("] sft ...", 6.0), ("] evaluate ...", 0.3)]:
         kills += _kill_when(args, marker, delay)
@@ -64,6 +76,13 @@ def test_a_round_killed_at_any_step_resumes_without_duplicates(small_default, tm
         steps = {s["step"]: s for s in a.round_steps(rounds[0]["id"])}
         assert set(steps) == {"curate", "edit", "inherit", "sample", "sft", "evaluate"}
         assert len([e for e in a.evaluations() if e["round"] == rounds[0]["id"] and not is_probe(e["split"])]) == 1
+        sample = a.step_result(rounds[0]["id"], "sample")
+        rows = [row for _, row in read_jsonl(a.dataset(sample["dataset"])["path"])]
+        spec = HarnessSpec.from_dict(a.harness(a.step_result(rounds[0]["id"], "evaluate")["harness"])["spec"])
+        task = get_task("smart_home", task_dir(a, "smart_home"))
+    assert sample["replayed"] == 6 and len(rows) == sample["kept"] + 6
+    gold = {json.dumps(row) for row in gold_conversations(spec, task, task.load("train"))}
+    assert all(json.dumps(row) in gold for row in rows[-6:])
     assert "score" in out.stdout and "TIMR" in out.stdout
 
 

@@ -22,7 +22,7 @@ from engine.evolve.editors.llm import EditorError
 from engine.evolve.inheritance import POLICIES, InheritContext, probe
 from engine.evolve import steering
 from engine.executors import get_executor, rollout_job, step_key
-from engine.evolve.sampling import rejection_sample
+from engine.evolve.sampling import rejection_sample, with_replay
 from engine.harness.spec import HarnessSpec
 from engine.models import load_backend
 from engine.run_config import MODES, STEPS, RunConfig
@@ -256,15 +256,25 @@ class RoundRunner:
                                       temperature=self.cfg.sample.temperature, out_path=path,
                                       max_share=self.cfg.sample.max_share)
             label = self.cfg.backend.label()
+        replayed = 0
+        if self.cfg.sample.replay:
+            taken = {it.id for it in items}
+            rest = [it for it in train if it.id not in taken]
+            gold_items = random.Random(f"{self.cfg.seed}-{rid}-replay").sample(rest, min(self.cfg.sample.replay,
+                                                                                         len(rest)))
+            replay_path = path.with_name(path.stem + "+gold.jsonl")
+            replayed = with_replay(path, spec, self.task, gold_items, replay_path)
+            path = replay_path
         with self.archive.transaction():
             did = self.archive.add_dataset(path=path, task=self.cfg.task, source="rejection", harness_id=hid,
                                            checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
                                                                     "temperature": self.cfg.sample.temperature,
                                                                     "max_share": self.cfg.sample.max_share,
+                                                                    "replayed": replayed,
                                                                     "backend": label,
                                                                     "executor": self.cfg.executor.kind},
                                            **counts)
-            return self._finish(rid, "sample", {"dataset": did, **counts})
+            return self._finish(rid, "sample", {"dataset": did, **counts, "replayed": replayed})
 
     def _sft(self, rid, results) -> dict:
         cid = results["inherit"]["checkpoint"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.harness.spec import HarnessSpec
-from engine.jsonl import write_jsonl
+from engine.jsonl import read_jsonl, write_jsonl
 from engine.rollout import run_episodes
 from engine.tasks.base import Item, Task
+from engine.train.data import gold_conversations
 
 
 def rejection_sample(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k: int, temperature: float,
@@ -41,3 +42,12 @@ def balance(by_category: dict[str, list], max_share: float) -> dict[str, list]:
     others = sum(len(v) for c, v in by_category.items() if c != largest)
     cap = int(max_share / (1 - max_share) * others + 1e-9)
     return {**by_category, largest: by_category[largest][:cap]}
+
+
+def with_replay(sampled_path, spec: HarnessSpec, task: Task, items: list[Item], out_path) -> int:
+    """Write the sampled rows followed by the items' gold conversations under `spec` to out_path (a new
+    file, so that writing it again after a kill gives the same file); return the number of gold rows."""
+    rows = [row for _, row in read_jsonl(Path(sampled_path))]
+    gold = gold_conversations(spec, task, items)
+    write_jsonl(Path(out_path), rows + gold)
+    return len(gold)
