@@ -8,7 +8,7 @@ best round pair is evaluated on the official rows.
     .venv/bin/python bench/rsi.py [--brain smollm2-135m] [--task smart_home] [--rounds 3]
                                   [--archive DIR/archive.db] [--heldout-limit N] [--json]
                                   [--data KEY=VALUE] [--seed-option KEY=VALUE] [--fix-option KEY]
-                                  [--ablate]
+                                  [--set FIELD=VALUE] [--ablate]
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
 heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s,
@@ -29,7 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import yaml  # noqa: E402
+
 from engine.archive import Archive  # noqa: E402
+from engine.config import validate  # noqa: E402
 from engine.evaluate import evaluate, evaluate_seed_matrix  # noqa: E402
 from engine.evolve.ablate import ablate, mode_archive_path  # noqa: E402
 from engine.evolve.rounds import RoundRunner  # noqa: E402
@@ -102,6 +105,20 @@ def merged_roots(archive, config, cfg, log) -> list[dict]:
             and e["round"] is None and e["harness"] in seeds]
 
 
+def with_settings(cfg, settings: dict[str, str]):
+    """The run config with dotted fields replaced (`--set sample.replay=32`), validated like the file."""
+    data = cfg.model_dump()
+    for key, value in settings.items():
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            raise SystemExit(f"--set {key}: the run config has no such field")
+        node[leaf] = yaml.safe_load(value)
+    return validate(type(cfg), data)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brain", default="smollm2-135m")
@@ -119,6 +136,8 @@ def main() -> None:
     ap.add_argument("--ablate", action="store_true",
                     help="run every mode (coevo, harness-only, model-only, no-inheritance) from the same start "
                          "and evaluate each mode's best round pair on the official rows")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a run config field of the preset, dotted, e.g. sample.replay=32")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     path = Path(args.archive) if args.archive else Path(tempfile.mkdtemp(prefix="coevo-rsi-")) / "archive.db"
@@ -126,6 +145,7 @@ def main() -> None:
     config.data.update(key_values(args.data, "--data"))
     config.seed_task_options.update(key_values(args.seed_option, "--seed-option"))
     cfg = load_run_config(task=args.task, brain=args.brain, fixed_task_options=args.fix_option or None)
+    cfg = with_settings(cfg, key_values(args.set, "--set"))
     t0 = time.perf_counter()
     with Archive(path) as archive, ExitStack() as stack:
         log = lambda m: print(m, flush=True)  # noqa: E731
