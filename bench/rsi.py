@@ -39,6 +39,7 @@ from engine.evolve.rounds import RoundRunner  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
 from engine.run_config import MODES, load_run_config  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
+from engine.views import top_answer  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 HELDOUT = {  # task -> (data folder, split): the official rows
@@ -241,17 +242,6 @@ def heldout(archive, pair: dict, cfg, data_dir, items, split_name: str) -> dict:
         return archive.evaluation(done[-1]["id"])
     return evaluate(archive, pair["harness"], pair["checkpoint"], cfg.task, split_name, data_dir=data_dir,
                     items=items, backend_spec=cfg.backend)
-
-
-def top_answer(archive, evaluation: int) -> tuple[str, float]:
-    """The prediction an evaluation gives most often and its share of the episodes: a pair that learned
-    one safe answer (error_input, a refusal) scores on the rows where it is right and nowhere else."""
-    rows = archive.query("SELECT prediction, COUNT(*) AS n FROM episodes WHERE evaluation_id = ? "
-                         "GROUP BY prediction ORDER BY n DESC, prediction LIMIT 1", (evaluation,))
-    total = archive.query("SELECT COUNT(*) AS n FROM episodes WHERE evaluation_id = ?", (evaluation,))[0]["n"]
-    if not rows or not total:
-        return "-", 0.0
-    return (rows[0]["prediction"] or "(none)")[:60], rows[0]["n"] / total
 
 
 def print_heldout(records: dict[str, dict], split_name: str, n: int) -> None:

@@ -345,7 +345,19 @@ def evaluation(a: Archive, eid: int) -> dict:
     e = a.evaluation(eid)
     e["harness_name"] = a.harness(e["harness_id"])["name"]
     e["checkpoint_name"] = a.checkpoint(e["checkpoint_id"])["name"]
+    e["top_answer"], e["top_answer_share"] = top_answer(a, eid)
     return e
+
+
+def top_answer(a: Archive, eid: int) -> tuple[str, float]:
+    """The prediction an evaluation gives most often and its share of the episodes: a pair that learned
+    one safe answer (error_input, a refusal) scores on the rows where it is right and nowhere else."""
+    rows = a.query("SELECT prediction, COUNT(*) AS n FROM episodes WHERE evaluation_id = ? "
+                   "GROUP BY prediction ORDER BY n DESC, prediction LIMIT 1", (eid,))
+    total = a.query("SELECT COUNT(*) AS n FROM episodes WHERE evaluation_id = ?", (eid,))[0]["n"]
+    if not rows or not total:
+        return "-", 0.0
+    return (rows[0]["prediction"] or "(none)")[:60], rows[0]["n"] / total
 
 
 def evaluations_of(a: Archive, task: str, split: str, harness: str | None = None,

@@ -34,12 +34,14 @@ st.query_params["evaluation"] = str(eid)
 ev = data.evaluation(eid)
 st.subheader(f"Evaluation {ev['id']}: {ev['harness_id']} {ev['harness_name']} x {ev['checkpoint_id']} "
              f"{ev['checkpoint_name']}")
-cols = st.columns(5)
+cols = st.columns(6)
 cols[0].metric("Task / split", f"{ev['task']} / {ev['split']}")
 cols[1].metric("Score", components.num(ev["score"]))
 cols[2].metric("TIMR", components.pct(ev["timr"]), help=f"{ev['mismatched_turns']} of {ev['turns']} turns")
 cols[3].metric("Episodes", ev["episodes"])
 cols[4].metric("Round", ev["round"] or "-")
+cols[5].metric("Top answer", components.pct(ev["top_answer_share"]),
+               help=f"the most frequent prediction, {ev['top_answer']!r}: near 100 % means one answer to everything")
 with st.expander("Task metrics", expanded=True):
     st.dataframe(components.flat_metrics(ev["metrics"]), hide_index=True)
 

@@ -122,7 +122,12 @@ def test_trajectories_mark_mismatched_turns_and_filter(synthetic, monkeypatch):
                       "ORDER BY id LIMIT 1")[0]["id"]
         mismatched_eps = a.query("SELECT COUNT(*) AS n FROM episodes WHERE evaluation_id = ? "
                                  "AND mismatched_turns > 0", (eid,))[0]["n"]
+        predictions = [r["prediction"] for r in a.query("SELECT prediction FROM episodes WHERE evaluation_id = ?",
+                                                         (eid,))]
     at = open_app(synthetic, monkeypatch, "trajectories", evaluation=eid)
+    # the share of the most frequent answer: a pair that answers everything alike shows as such
+    top = max(predictions.count(p) for p in predictions) / len(predictions)
+    assert next(m for m in at.metric if m.label == "Top answer").value == f"{top:.1%}"
     at.radio(key="traj-mismatch").set_value("with a mismatched turn").run()
     assert not at.exception
     assert any(c.value == f"{mismatched_eps} episodes" for c in at.caption)
