@@ -46,7 +46,7 @@ class SampleConfig(BaseModel):
     tasks: int = 200
     min_kept: int = 16  # fewer verified successes than this: no SFT (a few steps on a handful of rows
                         # at the profile's learning rate wreck the format more than they teach)
-    max_share: float = Field(1.0, ge=0.5, le=1.0)  # the most one item category may make of the kept rows
+    max_share: float = Field(1.0, ge=0.5, le=1.0)  # the most one kind of answer (Task.answer_kind) may make of the kept rows
     replay: int = Field(0, ge=0)  # gold conversations of other train items, under the round's harness, added
                                  # to the round's SFT data: an anchor against drifting to one safe answer
 

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from engine import ASSETS
@@ -112,3 +114,22 @@ def test_rejection_sampling_caps_one_category_of_successes(tmp_path):
     assert len(out["DENY"]) == 6 and len(out["PERMIT"]) == 2
     with pytest.raises(ValueError):
         balance({"a": [1]}, 0.3)
+
+
+def test_rejection_sampling_balances_kinds_of_answer_not_categories(tmp_path, home_data):
+    """Invalid single and invalid multiple requests (two categories) want one kind of answer, error_input
+    alone: a model that abstains on everything has nothing else to show, so max_share keeps none of it."""
+    from engine.evolve.sampling import rejection_sample
+    task = get_task("smart_home", home_data)
+    items = task.load("dev")
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+    calls = {i.input: len(task.gold_calls(i)) for i in items}  # abstain once per requested operation
+    abstain = ScriptedBackend(lambda m: json.dumps([{"name": "error_input", "args": {}}] * calls[m[-1]["content"]]))
+    invalid = [i for i in items if task.answer_kind(i) == "error_input"]
+    assert {i.category for i in invalid} == {"IS", "IM"}
+    assert {task.answer_kind(i) for i in items if i.category in ("VS", "VM", "MM")} == {"calls"}
+    counts = rejection_sample(spec, task, abstain, items, k=1, temperature=0.0, out_path=tmp_path / "all.jsonl")
+    assert counts["kept"] == len(invalid)
+    counts = rejection_sample(spec, task, abstain, items, k=1, temperature=0.0, out_path=tmp_path / "capped.jsonl",
+                              max_share=0.5)
+    assert counts["kept"] == 0

@@ -24,24 +24,24 @@ def rejection_sample(spec: HarnessSpec, task: Task, backend, items: list[Item], 
         if key in seen:
             continue
         seen.add(key)
-        kept.setdefault(e.item.category, []).append({"messages": e.messages})  # the whole episode
+        kept.setdefault(task.answer_kind(e.item), []).append({"messages": e.messages})  # the whole episode
     rows = [r for group in balance(kept, max_share).values() for r in group]
     write_jsonl(Path(out_path), rows)
     return {"tasks_tried": len(items), "samples": len(episodes), "kept": len(rows)}
 
 
-def balance(by_category: dict[str, list], max_share: float) -> dict[str, list]:
-    """Cap the largest category at `max_share` of the kept rows, so that a model is not fine-tuned on one
-    kind of answer only (say, only refusals, when its SQL never matches). Successes of one category alone
-    are then dropped entirely. With max_share >= 0.5 only the largest category can exceed it."""
+def balance(by_kind: dict[str, list], max_share: float) -> dict[str, list]:
+    """Cap the largest group (of one kind of answer) at `max_share` of the kept rows, so that a model is not
+    fine-tuned on one kind of answer only (say, only refusals, when its SQL never matches). Successes of
+    one kind alone are then dropped entirely. With max_share >= 0.5 only the largest group can exceed it."""
     if not 0.5 <= max_share <= 1.0:
         raise ValueError(f"max_share must be within [0.5, 1], not {max_share}")
-    if max_share == 1.0 or not by_category:
-        return by_category
-    largest = max(by_category, key=lambda c: (len(by_category[c]), c))
-    others = sum(len(v) for c, v in by_category.items() if c != largest)
+    if max_share == 1.0 or not by_kind:
+        return by_kind
+    largest = max(by_kind, key=lambda c: (len(by_kind[c]), c))
+    others = sum(len(v) for c, v in by_kind.items() if c != largest)
     cap = int(max_share / (1 - max_share) * others + 1e-9)
-    return {**by_category, largest: by_category[largest][:cap]}
+    return {**by_kind, largest: by_kind[largest][:cap]}
 
 
 def with_replay(sampled_path, spec: HarnessSpec, task: Task, items: list[Item], out_path) -> int:

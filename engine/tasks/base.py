@@ -92,6 +92,11 @@ class Task:
         """The gold answer as calls (rendered through a harness to make supervised data)."""
         raise NotImplementedError
 
+    def answer_kind(self, item: Item) -> str:
+        """The kind of answer the item wants, which rejection sampling balances (`sample.max_share`):
+        an easy kind, such as a refusal, must not crowd out the others. By default its category."""
+        return item.category
+
     def gold_turns(self, item: Item, options: dict | None = None) -> list[list[Call]]:
         """The gold episode, one list of calls per turn; the environment answers each turn in between.
         One turn unless a multi-turn protocol needs more."""

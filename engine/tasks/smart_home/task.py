@@ -162,6 +162,11 @@ class SmartHomeTask(Task):
     def gold_calls(self, item: Item) -> list[Call]:
         return [operation_to_call(op) for op in parse_operations(item.gold)]
 
+    def answer_kind(self, item: Item) -> str:
+        """`error_input` alone (a single or multiple invalid request) or calls: the abstention is the easy
+        success that a model drifts to, so it is balanced against every request with a call to make."""
+        return ERROR if set(parse_operations(item.gold)) == {ERROR} else "calls"
+
     def score(self, items: list[Item], predictions: list) -> tuple[float, dict]:
         metrics = score_rows([i.gold for i in items], predictions, [i.category for i in items])
         return metrics["overall"]["success"] or 0.0, metrics
