@@ -1,12 +1,19 @@
 import http.server
 import json
 import math
+import os
 import random
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from conftest import REPO
 from engine import ASSETS
 from engine.errors import CoevoError
 from engine.evolve.curator import parent_weights, pick_parent
@@ -170,6 +177,33 @@ def _edit_round(archive, llm):
     rid = archive.open_round(cfg.mode, {})["id"]
     results = {"curate": runner._curate(rid, {})}
     return rid, runner._edit(rid, results)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_trainer_dies_with_the_run_that_started_it():
+    """A run killed with SIGKILL leaves no SFT worker behind to write into the folder its resumed run
+    trains in: the worker is started as start_sft starts it, and the kernel ends it with its parent."""
+    run = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from engine.train.sft import die_with_parent\n"
+        "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], preexec_fn=die_with_parent)\n"
+        "print(w.pid, flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    worker = int(run.stdout.readline())
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(worker):
+        time.sleep(0.1)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has ended; only its parent (gone) could reap it
 
 
 def test_round_records_a_refused_llm_edit_and_goes_on_offline(round_archive, endpoint):

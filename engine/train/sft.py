@@ -6,9 +6,11 @@ final path only once complete (an atomic rename), so a killed run leaves nothing
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -144,7 +146,15 @@ def start_sft(job: SftJob) -> subprocess.Popen:
     job_file.write_text(job.model_dump_json(indent=2))
     cmd, env = launch_command(job_file, job.profile)
     log = open(work / "train.log", "w")
-    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work,
+                            preexec_fn=die_with_parent)
+
+
+def die_with_parent() -> None:
+    """Run in a worker before it starts: on Linux the kernel ends it (SIGTERM) when the run that started
+    it dies, so that a killed run leaves no trainer writing into the folder its resumed run trains in."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def finish_sft(job: SftJob, proc: subprocess.Popen) -> Path:
