@@ -159,8 +159,10 @@ def _sentence(rng, clauses: list[str]) -> str:
     """The clauses as one request: joined by connectors, in a frame such as "Could you ...?"."""
     text = clauses[0]
     for i, clause in enumerate(clauses[1:], 1):
-        connector = " and " if i == len(clauses) - 1 else rng.choice(CONNECTORS[:3])
-        connector = rng.choice(CONNECTORS) if len(clauses) == 2 else connector
+        if len(clauses) == 2:
+            connector = rng.choice(CONNECTORS)
+        else:  # a longer list: commas and the like, " and " before its last clause
+            connector = rng.choice(CONNECTORS[:3]) if i < len(clauses) - 1 else " and "
         text += connector + clause[0].lower() + clause[1:]
     frame = rng.choices([f for f, _ in FRAMES], weights=[w for _, w in FRAMES])[0]
     return frame.format(text if frame.startswith("{") else text[0].lower() + text[1:])
