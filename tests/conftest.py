@@ -61,7 +61,7 @@ def small_configs(root: Path, task: str = "smart_home", sizes=None) -> tuple[Pat
     sampling and probing. Returns (init.yaml, run.yaml) in root."""
     from engine import ASSETS
     profile = yaml.safe_load((ASSETS / "train" / "cpu.yaml").read_text())
-    profile.update(num_train_epochs=2)
+    profile.update(num_train_epochs=3)
     (root / "profile.yaml").write_text(yaml.safe_dump(profile))
     config = yaml.safe_load((ASSETS / "init" / f"{task}.yaml").read_text())
     config.update(sizes=sizes or {"train": 240, "dev": 24}, profile=str(root / "profile.yaml"))
