@@ -59,7 +59,7 @@ def swift_infer(model_dir: str, conversations: list[list[dict]], max_new_tokens:
                                    config_model_type(model_dir)], check=True, capture_output=True, text=True,
                                   cwd=Path(__file__).resolve().parents[1]).stdout.split()[-1]
         cmd = [str(swift_bin), "infer", "--model", model_dir, "--model_type", config_model_type(model_dir),
-               "--template", template, "--use_hf", "true", "--check_model", "false", "--infer_backend", "transformers",
+               "--template", template, "--use_hf", "true", "--infer_backend", "transformers",
                "--val_dataset", str(data), "--dataset_shuffle", "false", "--max_new_tokens", str(max_new_tokens),
                "--temperature", "0", "--max_batch_size", str(batch_size), "--result_path", str(result)]
         env = dict(os.environ, MODELSCOPE_CACHE=str(Path(d) / "ms"), TOKENIZERS_PARALLELISM="false")
