@@ -22,6 +22,7 @@ from engine.jsonl import write_jsonl  # noqa: E402
 from engine.models.gguf import import_gguf  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
 from engine.train.data import gold_conversations  # noqa: E402
+from engine.errors import CoevoError  # noqa: E402
 from engine.train.sft import SftJob, has_bf16_units, load_profile, run_sft  # noqa: E402
 
 SETTINGS = {  # name -> changes to the cpu-pretrained profile (fp32 unless noted)
@@ -31,7 +32,14 @@ SETTINGS = {  # name -> changes to the cpu-pretrained profile (fp32 unless noted
                                 "gradient_accumulation_steps": 4},
     "batches by length": {"bf16_autocast": False, "group_by_length": True},
     "bottom half frozen": {"bf16_autocast": False, "freeze_parameters_ratio": 0.5},
+    "packed sequences": {"bf16_autocast": False, "packing": True},  # needs flash attention (see main)
 }
+
+
+def refusal(log: str) -> str:
+    """The error line of a failed SFT worker's log."""
+    lines = [ln.strip() for ln in log.splitlines() if "Error" in ln]
+    return lines[-1] if lines else log.strip().splitlines()[-1]
 
 
 def main() -> None:
@@ -60,7 +68,11 @@ def main() -> None:
         job = SftJob(model_dir=model, dataset=str(data), output_dir=str(work / name.replace(" ", "_")),
                      profile=profile)
         t0 = time.perf_counter()
-        out = run_sft(job)
+        try:
+            out = run_sft(job)
+        except CoevoError as e:  # a setting ms-swift refuses here (packing without flash attention): say why
+            print(f"{name}: refused by ms-swift: {refusal(str(e))}")
+            continue
         seconds = time.perf_counter() - t0
         result = json.loads((out / "train_result.json").read_text())
         losses = [round(h["loss"], 3) for h in result["log_history"] if "loss" in h]

@@ -154,6 +154,10 @@ def test_gpu_profile_builds_a_zero3_torchrun_launch(tmp_path):
     cmd, env = launch_command(tmp_path / "job.json", cpu)
     assert "torch.distributed.run" not in cmd and env["OMP_NUM_THREADS"] == "1"
     assert swift_arguments(job.model_copy(update={"profile": cpu}))["torch_dtype"] == "float32"
+    assert "packing" not in swift_arguments(job)  # padded batches unless a profile asks for packing
+    packed = gpu.model_copy(update={"packing": True, "attn_impl": "flash_attn"})
+    kw = swift_arguments(job.model_copy(update={"profile": packed}))
+    assert (kw["packing"], kw["attn_impl"]) == (True, "flash_attn")
 
 
 @pytest.fixture

@@ -46,6 +46,10 @@ class TrainProfile(BaseModel):
     use_cpu: bool = False        # train on the CPU even where an accelerator is visible (bf16 on a CPU needs it)
     freeze_parameters_ratio: float = 0.0  # freeze this share of the parameters, from the bottom layers up
     group_by_length: bool = False  # batches of similar lengths: less padding
+    # conversations packed into rows of max_length, no padding at all; ms-swift allows it only with a
+    # flash-attention implementation (attn_impl), which exists for GPUs, not CPUs
+    packing: bool = False
+    attn_impl: str | None = None
 
 
 def load_profile(name_or_path: str) -> TrainProfile:
@@ -90,6 +94,10 @@ def swift_arguments(job: SftJob) -> dict:
         kw["freeze_parameters_ratio"] = p.freeze_parameters_ratio
     if p.group_by_length:
         kw["group_by_length"] = True
+    if p.packing:
+        kw["packing"] = True
+    if p.attn_impl:
+        kw["attn_impl"] = p.attn_impl
     if p.use_cpu:
         kw["use_cpu"] = True
     if p.optim:
