@@ -8,7 +8,7 @@ import pytest
 from engine import ASSETS
 from engine.harness.spec import HarnessSpec
 from engine.models import BackendSpec, load_backend
-from engine.models.ct2_backend import STAMP, cache_dir
+from engine.models.ct2_backend import MIN_SHARED_PREFIX, STAMP, _batches, cache_dir
 from engine.rollout import build_messages, run_episodes, summarize
 from engine.tasks import get_task
 
@@ -71,6 +71,23 @@ def test_k_samples_of_a_prompt_and_a_shared_prefix_keep_every_answer_in_place(ro
     sampled = backend.generate([prompts[0]] * 5, temperature=1.0)
     assert len(sampled) == 5 and all(n > 0 for _, n in sampled)
     assert len({t for t, _ in sampled}) > 1  # k hypotheses, not one answer copied k times
+
+
+def test_batches_hold_similar_lengths_and_run_a_shared_prefix_once():
+    home = [f"h{i}" for i in range(40)]
+    encoded = {"a": home + ["x"] * 10, "b": home + ["y"] * 12, "c": home + ["z"] * 30,
+               "d": ["q"] * 60, "e": home + ["w"] * 11}
+    batches = list(_batches(list(encoded), encoded, batch_size=2, tolerance=4))
+    assert sorted(p for _, b in batches for p in b) == sorted(encoded)  # every prompt once
+    for static, batch in batches:
+        assert len(batch) <= 2
+        lengths = [len(encoded[p]) for p in batch]
+        assert max(lengths) - min(lengths) <= 4
+        assert all(encoded[p][:len(static)] == static and len(encoded[p]) > len(static) for p in batch)
+    shared = {tuple(b): s for s, b in batches}
+    assert shared[("a", "e")] == home  # 40 tokens in common: one static prompt
+    assert all(s == [] for b, s in shared.items() if b != ("a", "e"))  # alone, or under MIN_SHARED_PREFIX
+    assert MIN_SHARED_PREFIX <= 40
 
 
 def test_transformers_dtype_is_chosen_recorded_and_checked(root, monkeypatch):
