@@ -22,7 +22,7 @@ MIN_SHARED_PREFIX = 32  # tokens; a shorter shared prefix is not worth a separat
 # gains from full batches more than it loses to token-by-token prompt tails. Measured on 40 smart-home prompts
 # of SmolLM2-135M on 2 cores: int8 22 s at 64, 29 s at 16, 47 s with one batch per home; float32 32 s at 16,
 # 37 s at 64, 30 s with one batch per home.
-LENGTH_TOLERANCE = {"int8": 64, "int8_float32": 64, "int8_bfloat16": 64}
+LENGTH_TOLERANCE = {"int8": 64, "int8_float32": 64}
 DEFAULT_TOLERANCE = 16
 
 
@@ -91,8 +91,7 @@ class CTranslate2Backend(ChatBackend):
         sampling = (dict(sampling_topk=0, sampling_topp=top_p, sampling_temperature=temperature)
                     if temperature > 0 else dict(sampling_topk=1))
         results: list[tuple[str, int]] = [("", 0)] * len(prompts)
-        for static, batch in _batches(list(unique), encoded, self.batch_size,
-                                              self.length_tolerance):
+        for static, batch in _batches(list(unique), encoded, self.batch_size, self.length_tolerance):
             # greedy answers of one prompt are all the same: decode it once and copy it
             wanted = {p: len(unique[p]) if temperature > 0 else 1 for p in batch}
             for n in sorted(set(wanted.values())):  # one call per hypothesis count
