@@ -28,6 +28,8 @@ from engine.train.sft import SftJob, has_bf16_units, load_profile, run_sft  # no
 SETTINGS = {  # name -> changes to the cpu-pretrained profile (fp32 unless noted)
     "fp32, batch 4": {"bf16_autocast": False},
     "bf16 autocast": {"bf16_autocast": True},  # measured only on a CPU with bf16 units (see main)
+    "no grad checkpointing": {"bf16_autocast": False, "gradient_checkpointing": False},
+    "bf16, no grad checkpointing": {"bf16_autocast": True, "gradient_checkpointing": False},
     "batch 1 x 4 accumulated": {"bf16_autocast": False, "per_device_train_batch_size": 1,
                                 "gradient_accumulation_steps": 4},
     "batches by length": {"bf16_autocast": False, "group_by_length": True},

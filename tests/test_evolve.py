@@ -158,6 +158,9 @@ def test_gpu_profile_builds_a_zero3_torchrun_launch(tmp_path):
     packed = gpu.model_copy(update={"packing": True, "attn_impl": "flash_attn"})
     kw = swift_arguments(job.model_copy(update={"profile": packed}))
     assert (kw["packing"], kw["attn_impl"]) == (True, "flash_attn")
+    assert kw["gradient_checkpointing"] is True  # a 9B model on a GPU recomputes activations to fit
+    small = load_profile("cpu-pretrained")
+    assert swift_arguments(job.model_copy(update={"profile": small}))["gradient_checkpointing"] is False
 
 
 @pytest.fixture

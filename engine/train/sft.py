@@ -50,6 +50,9 @@ class TrainProfile(BaseModel):
     # flash-attention implementation (attn_impl), which exists for GPUs, not CPUs
     packing: bool = False
     attn_impl: str | None = None
+    # recompute activations in the backward pass instead of keeping them (ms-swift's default): it saves
+    # memory a large model needs on a GPU and costs a second forward pass that a small model on a CPU need not pay
+    gradient_checkpointing: bool = True
 
 
 def load_profile(name_or_path: str) -> TrainProfile:
@@ -89,7 +92,7 @@ def swift_arguments(job: SftJob) -> dict:
         weight_decay=p.weight_decay, output_dir=str(work_dir(job) / "swift"), add_version=False,
         save_only_model=True, save_strategy="epoch", save_total_limit=1, report_to=["none"],
         dataloader_num_workers=0, dataset_num_proc=1, logging_steps=10, seed=job.seed, data_seed=job.seed,
-        eval_strategy="no")
+        eval_strategy="no", gradient_checkpointing=p.gradient_checkpointing)
     if p.freeze_parameters_ratio:
         kw["freeze_parameters_ratio"] = p.freeze_parameters_ratio
     if p.group_by_length:
