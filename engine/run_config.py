@@ -18,7 +18,7 @@ Mode = Literal["coevo", "harness-only", "model-only", "no-inheritance"]
 Gate = Literal["auto", "require"]                        # auto settles decisions; require waits for a person
 Inheritance = Literal["select", "merge", "latest", "fixed"]
 Editor = Literal["offline", "llm"]
-AcceptEdit = Literal["always", "not_worse"]
+AcceptEdit = Literal["always", "not_worse", "not_significantly_worse"]  # engine.evolve.acceptance
 
 MODES: dict[str, dict] = {  # what each mode lets move: the harness (edit), the model (train), how it inherits
     "coevo": {"edit": True, "train": True, "inherit": None},
@@ -97,7 +97,8 @@ class RunConfig(BaseModel):
     start_checkpoint: str = "root-json"
     sample: SampleConfig = SampleConfig()
     probe: ProbeConfig = ProbeConfig()
-    accept_edit: AcceptEdit = "always"  # not_worse: the round keeps the parent pair where it probes better
+    accept_edit: AcceptEdit = "always"  # else the round keeps the parent pair where the rule rejects the edit
+    edit_alpha: float = Field(0.05, gt=0, lt=1)  # not_significantly_worse: the sign test's level
     fixed_task_options: list[str] = []  # task options every edit keeps as its parent has them
     eval_limit: int | None = None
     profile: str = "cpu"

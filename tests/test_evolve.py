@@ -127,6 +127,37 @@ def test_llm_editor_unreachable_endpoint_is_an_editor_error():
         get_editor("llm")({"spec": SEED}, scores={}, failures=[], llm=cfg)
 
 
+def _episodes(outcomes: str) -> list[dict]:
+    """One episode per item from letters: S success, F clean failure, M failure with a mismatched turn."""
+    return [{"item_id": f"i{n}", "success": int(o == "S"), "mismatched_turns": int(o == "M")}
+            for n, o in enumerate(outcomes)]
+
+
+@pytest.mark.parametrize("parent, edited, wins, p, accepted", [
+    ("SSSSSSSFFFFFFFFF", "SSSSSSFFFFFFFFFF", (1, 0), 0.5, True),     # 7 vs 6 right on 16 items: one item is noise
+    ("SSSFFFFFFFFFFFFF", "FSFFSFFFFFFFFFFF", (2, 1), 0.5, True),     # different items solved
+    ("SSSSSSSFFFFFFFFF", "FFFFFFFFFFFFFFFF", (7, 0), 1 / 128, False),  # a clear loss
+    ("FFFFFFFFFFFF", "MMMMMMMMMMMM", (12, 0), 1 / 4096, False),      # nothing solved; every edited turn log mismatched
+    ("SSSSSFFFFFFF", "SSSSSFFFFFFF", (0, 0), 1.0, True),             # the same outcomes: nothing against the edit
+])
+def test_an_edit_stands_unless_its_parent_pair_wins_item_by_item_beyond_chance(parent, edited, wins, p, accepted):
+    """accept_edit: not_significantly_worse pairs the two probes by item (success first, then a clean turn
+    log) and rejects the edit only when the parent's wins are unlikely were both pairs equally good."""
+    from engine.evolve.acceptance import ACCEPTANCE, sign_test
+
+    class Probes:  # the two probes as the archive returns their episodes
+        def episodes(self, eid):
+            return _episodes(parent if eid == 1 else edited)
+
+    verdict = ACCEPTANCE.get("not_significantly_worse")(Probes(), {"evaluation": 1}, {"evaluation": 2}, 0.05)
+    assert verdict["accepted"] is accepted
+    test = verdict["test"]
+    assert (test["items"], test["parent_wins"], test["edited_wins"]) == (len(parent), *wins)
+    assert test["p"] == pytest.approx(p, abs=1e-6)
+    # items are paired by id, not by position
+    assert sign_test(_episodes(parent)[::-1], _episodes(edited)) == {k: v for k, v in test.items() if k != "alpha"}
+
+
 def test_approve_and_override_settle_once_with_an_audit_trail(archive):
     d1 = archive.add_decision(round_id=None, step=None, kind="inheritance", candidates=["c1", "c2"], evidence={},
                               choice="c1", rationale="best probe", status="proposed")

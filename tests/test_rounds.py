@@ -120,13 +120,15 @@ def test_gate_require_waits_and_the_persons_choice_is_used(small_default, tmp_pa
         assert trail == [("parents", "approved", "ana"), ("inheritance", "overridden", "bo")]
 
 
-def test_an_edit_that_probes_worse_than_its_parent_pair_is_rejected(small_default, tmp_path):
-    """accept_edit: not_worse. A harness asking for an interface no checkpoint was trained on loses to its
-    parent pair and the round goes on with the parent; an edit that changes nothing the model sees stands."""
+@pytest.mark.parametrize("rule", ["not_worse", "not_significantly_worse"])
+def test_an_edit_that_probes_worse_than_its_parent_pair_is_rejected(small_default, tmp_path, rule):
+    """A harness asking for an interface no checkpoint was trained on loses to its parent pair, clearly
+    enough for either rule, and the round goes on with the parent; an edit that changes nothing the model
+    sees stands."""
     from engine.evolve.rounds import RoundRunner
     from engine.run_config import load_run_config
     archive = copy_default(small_default, tmp_path)
-    cfg = load_run_config(small_default[0].parent / "run.yaml", accept_edit="not_worse")
+    cfg = load_run_config(small_default[0].parent / "run.yaml", accept_edit=rule)
     with Archive(archive) as a:
         runner = RoundRunner(a, cfg, log=lambda m: None)
         parent = a.harness(cfg.start_harness)
@@ -145,8 +147,12 @@ def test_an_edit_that_probes_worse_than_its_parent_pair_is_rejected(small_defaul
 
         rid, hid, results = round_with({"interface": {"name": "tool_call"}}, "worse")
         acceptance = a.decision(results["inherit"]["decision"])["evidence"]["acceptance"]
-        assert not acceptance["accepted"]
+        assert not acceptance["accepted"] and acceptance["rule"] == rule
         assert acceptance["parent_probe"]["score"] > acceptance["edited_probe"]["score"]
+        if rule == "not_significantly_worse":
+            test = acceptance["test"]
+            assert test["parent_wins"] > test["edited_wins"] and test["p"] < cfg.edit_alpha
+            assert f"p={test['p']:.3f}" in a.decision(results["inherit"]["decision"])["rationale"]
         assert results["inherit"] == {**results["inherit"], "harness": parent["id"],
                                       "checkpoint": best["checkpoint_id"]}
         sample = runner._sample(rid, results)

@@ -16,6 +16,7 @@ from engine.archive import Archive
 from engine.checkpoints import SftRequest, register, train
 from engine.errors import CoevoError, InputError
 from engine.evaluate import run_evaluation, task_dir
+from engine.evolve.acceptance import ACCEPTANCE
 from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError
@@ -194,7 +195,10 @@ class RoundRunner:
                 if not acceptance["accepted"]:
                     choice, cands = acceptance["parent_checkpoint"], list(dict.fromkeys(cands + [choice]))
                     rationale = (f"edit rejected: {acceptance['parent']} x {choice} probes better than "
-                                 f"{hid} x {p.choice} on the same items; the round goes on with the parent pair")
+                                 f"{hid} x {p.choice} on the same items{_odds(acceptance)}; the round goes on "
+                                 f"with the parent pair")
+                elif "test" in acceptance:
+                    rationale += f"; the edit stands against its parent pair{_odds(acceptance)}"
             decision = self._decide(rid, "inherit", "inheritance", cands, evidence, choice, rationale)
         result = {"checkpoint": self._settled(decision), "decision": decision["id"]}
         acceptance = decision["evidence"].get("acceptance")
@@ -203,10 +207,10 @@ class RoundRunner:
         return self._finish(rid, "inherit", result)
 
     def _judge_edit(self, results, ctx: InheritContext, proposal) -> dict | None:
-        """With `accept_edit: not_worse`, the edited harness with the checkpoint it inherits against its parent
-        harness with the parent's best checkpoint, probed on the same items; the edit stands unless the
-        parent pair scores higher (or the same with a lower TIMR). None where there is nothing to judge:
-        a person's harness, a policy that does not probe, a parent never evaluated or its checkpoint excluded."""
+        """Unless `accept_edit: always`, the edited harness with the checkpoint it inherits against its parent
+        harness with the parent's best checkpoint, probed on the same items and judged by the acceptance
+        rule (engine.evolve.acceptance). None where there is nothing to judge: a person's harness, a policy
+        that does not probe, a parent never evaluated or its checkpoint excluded."""
         edit = results["edit"]
         if self.cfg.accept_edit == "always" or edit.get("operator") in (None, "person"):
             return None
@@ -218,8 +222,8 @@ class RoundRunner:
         pctx = dataclasses.replace(ctx, spec=HarnessSpec.from_dict(self.archive.harness(parent)["spec"]),
                                    harness_id=parent)
         old = probe(pctx, best["checkpoint_id"], ctx.probe_items)
-        accepted = (new["score"], -new["timr"]) >= (old["score"], -old["timr"])
-        return {"accepted": accepted, "parent": parent, "parent_checkpoint": best["checkpoint_id"],
+        verdict = ACCEPTANCE.get(self.cfg.accept_edit)(self.archive, old, new, self.cfg.edit_alpha)
+        return {**verdict, "rule": self.cfg.accept_edit, "parent": parent, "parent_checkpoint": best["checkpoint_id"],
                 "parent_probe": old, "edited_probe": new}
 
     @staticmethod
@@ -325,6 +329,13 @@ class RoundRunner:
             if done:
                 return done["checkpoint"]
         return self.start_checkpoint
+
+
+def _odds(acceptance: dict) -> str:
+    """The sign test behind an acceptance verdict, in words; empty for a rule without one."""
+    t = acceptance.get("test")
+    return (f" (item by item {t['parent_wins']}:{t['edited_wins']} for the parent, sign test p={t['p']:.3f})"
+            if t else "")
 
 
 def _brief(result: dict) -> str:
