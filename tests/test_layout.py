@@ -99,15 +99,17 @@ def test_run_choices_are_declared_once(tmp_path, monkeypatch):
 
     from engine.archive import Archive
     from engine.cli import build_parser
+    from engine.evolve.acceptance import ACCEPTANCE
     from engine.evolve.editors import EDITORS, get_editor
     from engine.evolve.inheritance import POLICIES
     from engine.jobs.kinds import RoundArgs
-    from engine.run_config import CHOICE_FIELDS, MODES, choices
+    from engine.run_config import CHOICE_FIELDS, MODES, AcceptEdit, choices
 
     get_editor("offline")  # registers the editors
     assert set(choices("inheritance")) == set(POLICIES.names())
     assert set(choices("editor")) == set(EDITORS.names())
     assert set(choices("mode")) == set(MODES)
+    assert set(get_args(AcceptEdit)) == {"always", *ACCEPTANCE.names()}  # `always` judges nothing
 
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     cli = {a.dest: list(a.choices) for a in run._actions if a.dest in CHOICE_FIELDS}
