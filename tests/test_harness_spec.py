@@ -2,7 +2,7 @@ import pytest
 
 from engine import ASSETS
 from engine.errors import InputError
-from engine.harness.spec import HarnessSpec
+from engine.harness.spec import HarnessSpec, edited_name
 
 
 def test_seed_harnesses_round_trip_through_yaml(tmp_path):
@@ -35,3 +35,17 @@ def test_broken_yaml_names_the_line(tmp_path):
     path.write_text("name: x\ninterface: {name: json\nstrict: true\n")
     with pytest.raises(InputError, match=r"broken.yaml:\d"):
         HarnessSpec.load(path)
+
+
+@pytest.mark.parametrize("parent_name, old_interface, new_interface, round_label, expected", [
+    ("smart_home-xml", "xml", "json", "r1", "smart_home-json@r1"),    # the stem names the format: renamed
+    ("smart_home-xml@r2", "xml", "xml", "r4", "smart_home-xml@r4"),   # same format: only the round changes
+    ("smart_home-json@r2", "json", "tool_call", "r3.2", "smart_home-tool_call@r3.2"),
+    ("kitchen-assistant", "json", "xml", "r5", "kitchen-assistant-xml@r5"),  # a free name gains the format
+])
+def test_an_edited_harness_is_named_after_the_format_it_speaks(parent_name, old_interface, new_interface,
+                                                               round_label, expected):
+    parent = {**HarnessSpec.load(ASSETS / "harnesses" / "smart_home_xml.yaml").to_dict(), "name": parent_name,
+              "interface": {"name": old_interface}}
+    child = {**parent, "interface": {"name": new_interface}}
+    assert edited_name(parent, child, round_label) == expected

@@ -81,6 +81,7 @@ def test_a_round_killed_at_any_step_resumes_without_duplicates(small_default, tm
         spec = HarnessSpec.from_dict(a.harness(a.step_result(rounds[0]["id"], "evaluate")["harness"])["spec"])
         task = get_task("smart_home", task_dir(a, "smart_home"))
     assert sample["replayed"] == 6 and len(rows) == sample["kept"] + 6
+    assert spec.name.split("@")[0].endswith("-" + spec.interface.name)  # named after the format it speaks
     gold = {json.dumps(row) for row in gold_conversations(spec, task, task.load("train"))}
     assert all(json.dumps(row) in gold for row in rows[-6:])
     assert "score" in out.stdout and "TIMR" in out.stdout

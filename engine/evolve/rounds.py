@@ -24,7 +24,7 @@ from engine.evolve.inheritance import POLICIES, InheritContext, probe
 from engine.evolve import steering
 from engine.executors import get_executor, rollout_job, step_key
 from engine.evolve.sampling import rejection_sample, with_replay
-from engine.harness.spec import HarnessSpec
+from engine.harness.spec import HarnessSpec, edited_name
 from engine.models import load_backend
 from engine.run_config import MODES, STEPS, RunConfig
 from engine.tasks import get_task
@@ -152,7 +152,8 @@ class RoundRunner:
             refused = str(e)
             self.log(f"[round {rid}] editor {self.cfg.editor} refused: {refused}; falling back to offline")
             edit = get_editor("offline")(parent, **kw)
-        spec = HarnessSpec.from_dict({**edit.spec, "name": f"{parent['spec']['name'].split('@')[0]}@r{rid}"}).to_dict()
+        spec = HarnessSpec.from_dict({**edit.spec, "name": parent["spec"]["name"]}).to_dict()
+        spec["name"] = edited_name(parent["spec"], spec, f"r{rid}")
         creator = f"editor:{self.cfg.editor if refused is None else 'offline'}"
         with self.archive.transaction():
             if refused:

@@ -91,3 +91,14 @@ class HarnessSpec(Strict):
 
     def to_dict(self) -> dict:
         return self.model_dump(mode="json")
+
+
+def edited_name(parent: dict, child: dict, round_label: str) -> str:
+    """The name of a harness edited from `parent`: the parent's stem and the round (`smart_home-json@r3`).
+    A stem that names the parent's interface (`<task>-xml`) names the child's instead, so a harness is
+    never called after a format it does not speak."""
+    stem = parent["name"].split("@")[0]
+    old, new = parent["interface"]["name"], child["interface"]["name"]
+    if old != new:
+        stem = stem[:-len(old)] + new if stem.endswith(f"-{old}") else f"{stem}-{new}"
+    return f"{stem}@{round_label}"

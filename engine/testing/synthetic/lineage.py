@@ -14,7 +14,7 @@ import yaml
 
 from engine import ASSETS
 from engine.archive.store import spec_hash
-from engine.harness.spec import HarnessSpec
+from engine.harness.spec import HarnessSpec, edited_name
 from engine.testing.synthetic.items import IFACES
 
 SEED_FILES = ("smart_home_json", "smart_home_xml", "smart_home_tool_call")  # h1, h2, h3
@@ -139,8 +139,7 @@ def build_harnesses(n: int, rounds: int, seed: int, pools) -> list[Harness]:
             ops.append(op)
         if llm:  # the LLM editor also rewords the instruction
             spec["system_prompt"] += "\n" + rng.choice(LLM_NOTES)
-        base = first.spec["name"].split("@")[0]
-        spec["name"] = f"{base}@r{r}" if k == 1 else f"{base}@r{r}.{k}"
+        spec["name"] = edited_name(first.spec, spec, f"r{r}" if k == 1 else f"r{r}.{k}")
         spec = HarnessSpec.from_dict(spec, source=f"synthetic h{i + 1}").to_dict()
         rationale = _llm_rationale(rng, notes, first.id) if llm else "; ".join(notes)
         out.append(Harness(f"h{i + 1}", spec, "editor:llm" if llm else "editor:offline", rationale, r,
