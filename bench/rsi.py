@@ -8,7 +8,7 @@ best round pair is evaluated on the official rows.
     .venv/bin/python bench/rsi.py [--brain smollm2-135m] [--task smart_home] [--rounds 3]
                                   [--archive DIR/archive.db] [--heldout-limit N] [--json]
                                   [--data KEY=VALUE] [--seed-option KEY=VALUE] [--fix-option KEY]
-                                  [--set FIELD=VALUE] [--ablate]
+                                  [--set FIELD=VALUE] [--init FIELD=VALUE] [--ablate]
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
 heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s,
@@ -106,8 +106,9 @@ def merged_roots(archive, config, cfg, log) -> list[dict]:
             and e["round"] is None and e["harness"] in seeds]
 
 
-def with_settings(cfg, settings: dict[str, str]):
-    """The run config with dotted fields replaced (`--set sample.replay=32`), validated like the file."""
+def with_settings(cfg, settings: dict[str, str], flag: str = "--set"):
+    """The config with dotted fields replaced (`--set sample.replay=32`, `--init root_items=32`), validated
+    like the file."""
     data = cfg.model_dump()
     for key, value in settings.items():
         *parents, leaf = key.split(".")
@@ -115,7 +116,7 @@ def with_settings(cfg, settings: dict[str, str]):
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, dict) or leaf not in node:
-            raise SystemExit(f"--set {key}: the run config has no such field")
+            raise SystemExit(f"{flag} {key}: the {type(cfg).__name__} has no such field")
         node[leaf] = yaml.safe_load(value)
     return validate(type(cfg), data)
 
@@ -139,12 +140,15 @@ def main() -> None:
                          "and evaluate each mode's best round pair on the official rows")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="a run config field of the preset, dotted, e.g. sample.replay=32")
+    ap.add_argument("--init", action="append", default=[], metavar="FIELD=VALUE",
+                    help="an init config field of the preset, dotted, e.g. root_items=32 or sizes.dev=24")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     path = Path(args.archive) if args.archive else Path(tempfile.mkdtemp(prefix="coevo-rsi-")) / "archive.db"
     config = load_init_config(task=args.task, brain=args.brain)
     config.data.update(key_values(args.data, "--data"))
     config.seed_task_options.update(key_values(args.seed_option, "--seed-option"))
+    config = with_settings(config, key_values(args.init, "--init"), "--init")
     cfg = load_run_config(task=args.task, brain=args.brain, fixed_task_options=args.fix_option or None)
     cfg = with_settings(cfg, key_values(args.set, "--set"))
     t0 = time.perf_counter()

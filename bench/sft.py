@@ -1,7 +1,7 @@
 """ms-swift SFT throughput on the CPU: training examples per second and the loss curve of one data set
 under several training settings, run one after the other in one run, as ratios to the first.
 
-    .venv/bin/python bench/sft.py [--model DIR | --brain smollm2-135m] [--n 32] [--threads 2]
+    .venv/bin/python bench/sft.py [--model DIR | --brain smollm2-135m] [--n 32] [--threads 2] [--only SETTING]
 
 The data set is gold conversations of the synthetic smart-home task under its JSON seed harness.
 """
@@ -35,7 +35,11 @@ SETTINGS = {  # name -> changes to the cpu-pretrained profile (fp32 unless noted
     "batches by length": {"bf16_autocast": False, "group_by_length": True},
     "bottom half frozen": {"bf16_autocast": False, "freeze_parameters_ratio": 0.5},
     "packed sequences": {"bf16_autocast": False, "packing": True},  # needs flash attention (see main)
+    # on top of the cpu-pretrained profile (bf16 autocast, no checkpointing)
+    "profile + fused AdamW": {"optim": "adamw_torch_fused"},
+    "profile + batches by length": {"group_by_length": True},
 }
+BASELINE = "fp32, batch 4"
 
 
 def refusal(log: str) -> str:
@@ -51,7 +55,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32, help="training conversations")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--epochs", type=float, default=1)
+    ap.add_argument("--only", action="append", choices=list(SETTINGS), metavar="SETTING",
+                    help=f"run only these settings (again for more), with {BASELINE!r} first as the ratios' base")
     args = ap.parse_args()
+    names = [BASELINE] + [n for n in args.only if n != BASELINE] if args.only else list(SETTINGS)
     work = Path(tempfile.mkdtemp(prefix="coevo-bench-sft-"))
     model = args.model or str(import_gguf(args.brain, work / "model"))
     task = get_task("smart_home", work / "task")
@@ -61,7 +68,8 @@ def main() -> None:
     write_jsonl(data, gold_conversations(spec, task, task.load("train")))
     base = load_profile("cpu-pretrained")
     rows = []
-    for name, change in SETTINGS.items():
+    for name in names:
+        change = SETTINGS[name]
         profile = base.model_copy(update={**change, "threads": args.threads, "num_train_epochs": args.epochs})
         if change.get("bf16_autocast") is True and not has_bf16_units(profile):
             # emulated bf16 ran many times slower than fp32 here (one step of 4 took minutes): not worth timing
