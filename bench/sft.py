@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=32, help="training conversations")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--epochs", type=float, default=1)
+    ap.add_argument("--heldout", type=int, default=32, help="held-out conversations whose loss each setting reports")
     ap.add_argument("--only", action="append", choices=list(SETTINGS), metavar="SETTING",
                     help=f"run only these settings (again for more), with {BASELINE!r} first as the ratios' base")
     args = ap.parse_args()
@@ -62,10 +63,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="coevo-bench-sft-"))
     model = args.model or str(import_gguf(args.brain, work / "model"))
     task = get_task("smart_home", work / "task")
-    type(task).generate(work / "task", seed=0, sizes={"train": args.n, "dev": 1, "test": 1})
+    type(task).generate(work / "task", seed=0, sizes={"train": args.n, "dev": args.heldout, "test": 1})
     spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
     data = work / "gold.jsonl"
     write_jsonl(data, gold_conversations(spec, task, task.load("train")))
+    heldout = work / "heldout.jsonl"  # the same loss on conversations no setting trains on
+    write_jsonl(heldout, gold_conversations(spec, task, task.load("dev")))
     base = load_profile("cpu-pretrained")
     rows = []
     for name in names:
@@ -76,7 +79,7 @@ def main() -> None:
             print(f"{name}: skipped, this CPU has no AVX-512-BF16 or AMX units")
             continue
         job = SftJob(model_dir=model, dataset=str(data), output_dir=str(work / name.replace(" ", "_")),
-                     profile=profile)
+                     profile=profile, val_dataset=str(heldout))
         t0 = time.perf_counter()
         try:
             out = run_sft(job)
@@ -88,12 +91,17 @@ def main() -> None:
         losses = [round(h["loss"], 3) for h in result["log_history"] if "loss" in h]
         losses += [round(h["train_loss"], 3) for h in result["log_history"] if "train_loss" in h]
         runtime = next((h["train_runtime"] for h in result["log_history"] if "train_runtime" in h), seconds)
-        rows.append((name, args.n * args.epochs / runtime, runtime, seconds, losses))
+        runtime -= sum(h.get("eval_runtime", 0) for h in result["log_history"])  # training steps only
+        held = [h["eval_loss"] for h in result["log_history"] if "eval_loss" in h]
+        rows.append((name, args.n * args.epochs / runtime, runtime, seconds, losses, held[-1] if held else None))
     first = rows[0][1]
     print(f"\n{args.n} conversations x {args.epochs} epoch(s), {args.threads} threads, model {model}")
-    print(f"{'setting':<26}{'examples/s':>11}{'ratio':>7}{'train s':>9}{'whole s':>9}  loss every 10 steps, then the mean")
-    for name, eps, runtime, seconds, losses in rows:
-        print(f"{name:<26}{eps:>11.3f}{eps / first:>7.2f}{runtime:>9.1f}{seconds:>9.1f}  {losses}")
+    print(f"{'setting':<30}{'examples/s':>11}{'ratio':>7}{'train s':>9}{'whole s':>9}{'held-out':>10}"
+          "  training loss every 10 steps, then the mean")
+    for name, eps, runtime, seconds, losses, held in rows:
+        held = f"{held:.3f}" if held is not None else "-"
+        print(f"{name:<30}{eps:>11.3f}{eps / first:>7.2f}{runtime:>9.1f}{seconds:>9.1f}{held:>10}  {losses}")
+    print(f"held-out: the loss on {args.heldout} gold conversations no setting trains on, after the last epoch")
 
 
 if __name__ == "__main__":

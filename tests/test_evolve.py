@@ -22,7 +22,7 @@ from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError, LlmConfig
 from engine.evolve.editors.offline import OPERATORS
 from engine.harness.spec import HarnessSpec
-from engine.train.sft import SftJob, launch_command, load_profile, swift_arguments
+from engine.train.sft import SftJob, launch_command, load_profile, run_sft, swift_arguments
 
 SEED = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml").to_dict()
 
@@ -190,8 +190,27 @@ def test_gpu_profile_builds_a_zero3_torchrun_launch(tmp_path):
     kw = swift_arguments(job.model_copy(update={"profile": packed}))
     assert (kw["packing"], kw["attn_impl"]) == (True, "flash_attn")
     assert kw["gradient_checkpointing"] is True  # a 9B model on a GPU recomputes activations to fit
-    small = load_profile("cpu-pretrained")
-    assert swift_arguments(job.model_copy(update={"profile": small}))["gradient_checkpointing"] is False
+    small = swift_arguments(job.model_copy(update={"profile": load_profile("cpu-pretrained")}))
+    assert small["gradient_checkpointing"] is False and small["group_by_length"] is True  # no recompute, less padding
+    assert "group_by_length" not in kw  # the GPU profile keeps ms-swift's shuffled batches
+
+
+def test_an_sft_job_with_held_out_conversations_logs_their_loss(tiny_checkpoint, home_data, tmp_path):
+    """The loss on conversations the job never trains on, after each epoch: how bench/sft.py compares
+    training settings at the same quality."""
+    from engine.jsonl import write_jsonl
+    from engine.tasks.smart_home import SmartHomeTask
+    from engine.train.data import gold_conversations
+    task, spec = SmartHomeTask(home_data), HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+    train, held = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+    write_jsonl(train, gold_conversations(spec, task, task.load("train")[:8]))
+    write_jsonl(held, gold_conversations(spec, task, task.load("dev")[:4]))
+    profile = load_profile("cpu").model_copy(update={"num_train_epochs": 2})
+    out = run_sft(SftJob(model_dir=str(tiny_checkpoint), dataset=str(train), output_dir=str(tmp_path / "out"),
+                         profile=profile, val_dataset=str(held)))
+    history = json.loads((out / "train_result.json").read_text())["log_history"]
+    held_losses = [h["eval_loss"] for h in history if "eval_loss" in h]
+    assert len(held_losses) >= 2 and all(math.isfinite(v) and v > 0 for v in held_losses)  # one an epoch at least
 
 
 @pytest.fixture

@@ -70,6 +70,7 @@ class SftJob(BaseModel):
     seed: int = 0
     model_type: str | None = None  # ms-swift's model type; None: the checkpoint config's `model_type`
     template: str | None = None    # ms-swift's template; None: the one that encodes like the tokenizer's own
+    val_dataset: str | None = None  # conversations never trained on: their loss is logged after each epoch
 
 
 def work_dir(job: SftJob) -> Path:
@@ -93,6 +94,9 @@ def swift_arguments(job: SftJob) -> dict:
         save_only_model=True, save_strategy="epoch", save_total_limit=1, report_to=["none"],
         dataloader_num_workers=0, dataset_num_proc=1, logging_steps=10, seed=job.seed, data_seed=job.seed,
         eval_strategy="no", gradient_checkpointing=p.gradient_checkpointing)
+    if job.val_dataset:
+        kw.update(val_dataset=[job.val_dataset], eval_strategy="epoch",
+                  per_device_eval_batch_size=p.per_device_train_batch_size)
     if p.freeze_parameters_ratio:
         kw["freeze_parameters_ratio"] = p.freeze_parameters_ratio
     if p.group_by_length:
