@@ -1,7 +1,8 @@
 """Does co-evolution improve a pretrained brain? Runs a brain's preset (init, seed matrix, rounds) and
-prints per round the pair, dev score, TIMR, kept successes, SFT examples and each step's wall time; then
-the held-out result on the benchmark's official rows (never used for training, sampling or probing) for
-the best seed pair and the best co-evolved pair, per category and overall. With --ablate every mode
+prints per round the pair, dev score, TIMR, the turns whose call name constrained decoding chose ("named"),
+kept successes, SFT examples and each step's wall time; then the held-out result on the benchmark's
+official rows (never used for training, sampling or probing) for the best seed pair and the best
+co-evolved pair, per category and overall. With --ablate every mode
 (coevo, harness-only, model-only, no-inheritance) runs its rounds from the same start, and each mode's
 best round pair is evaluated on the official rows.
 
@@ -195,10 +196,10 @@ def main() -> None:
         print(f"  {e['harness']:<5} x {e['checkpoint']:<5} score {e['score']:.3f}  TIMR {e['timr']:6.1%}")
     for m, rows in rounds.items():
         print(f"\n{m} rounds:" if args.ablate else "")
-        print(f"{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'kept':>6}{'SFT':>5}  step seconds")
+        print(f"{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'named':>7}{'kept':>6}{'SFT':>5}  step seconds")
         for r in rows:
             print(f"{r['round']:<6}{r['harness'] + ' x ' + r['checkpoint']:<12}{r['score']:>7.3f}{r['timr']:>8.1%}"
-                  f"{r['kept']:>6}{r['sft_examples']:>5}  {r['steps']}")
+                  f"{r['constrained_turns']:>7}{r['kept']:>6}{r['sft_examples']:>5}  {r['steps']}")
     print("\nthe roots and their TIES merge (base: their common ancestor) under each seed harness:")
     for r in merge_rows:
         print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
@@ -226,14 +227,16 @@ def dev_evaluations(archive, cfg) -> list[dict]:
 
 
 def round_rows(archive) -> list[dict]:
-    """Per finished round: its pair, dev score and TIMR, kept successes, SFT examples, step seconds."""
+    """Per finished round: its pair, dev score and TIMR, the turns whose call name constrained decoding
+    chose, kept successes, SFT examples, step seconds."""
     rows = []
     for r in archive.rounds():
         if r["state"] != "done":
             continue
         ev, sample, sft = (archive.step_result(r["id"], s) for s in ("evaluate", "sample", "sft"))
         rows.append(dict(round=r["id"], harness=ev["harness"], checkpoint=ev["checkpoint"], score=ev["score"],
-                         timr=ev["timr"], kept=sample["kept"], sft_examples=sample["kept"] + sample.get("replayed", 0) if sft["trained"] else 0,
+                         timr=ev["timr"], constrained_turns=archive.evaluation(ev["evaluation"])["constrained_turns"],
+                         kept=sample["kept"], sft_examples=sample["kept"] + sample.get("replayed", 0) if sft["trained"] else 0,
                          evaluation=ev["evaluation"], steps=step_seconds(archive, r)))
     return rows
 

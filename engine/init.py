@@ -51,6 +51,8 @@ class InitConfig(BaseModel):
     data: dict = {}
     # task options set on every seed harness (smart_home: `rooms: mentioned` shows only the rooms named)
     seed_task_options: dict = {}
+    # sampling settings set on every seed harness (`constrain_names: true` keeps call names to the task's tools)
+    seed_sampling: dict = {}
 
 
 def load_init_config(path=None, task: str | None = None, brain: str | None = None) -> InitConfig:
@@ -122,9 +124,11 @@ class Init:
     def harnesses(self) -> None:
         for name in self.config.harnesses:  # add_harness returns the stored id of a spec it already holds
             spec = HarnessSpec.load(ASSETS / "harnesses" / f"{name}.yaml")
-            if self.config.seed_task_options:
-                spec = HarnessSpec.from_dict({**spec.to_dict(), "task_options": {
-                    **spec.task_options, **self.config.seed_task_options}})
+            if self.config.seed_task_options or self.config.seed_sampling:
+                spec = HarnessSpec.from_dict({
+                    **spec.to_dict(), "task_options": {**spec.task_options, **self.config.seed_task_options},
+                    "sampling": {**spec.sampling.model_dump(), **self.config.seed_sampling}},
+                    source=f"init config seed_sampling / seed_task_options on {name}")
             self.specs[spec.name] = (self.archive.add_harness(spec.to_dict(), creator="seed",
                                                               rationale="seed harness"), spec)
 

@@ -8,8 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from engine.errors import CoevoError
 from engine.harness.interfaces import MISMATCH_KINDS, Call, ParseError, get_interface
 from engine.harness.spec import HarnessSpec
+from engine.name_constraint import constrain, ranks_next_tokens
 from engine.tasks.base import Item, Task
 
 
@@ -23,6 +25,7 @@ class Turn:
     feedback: str
     reward: float
     mismatch_kind: str | None = None  # one of MISMATCH_KINDS when parse_error is set
+    constrained: int = 0  # call names the constraint chose (`sampling.constrain_names`)
 
     @property
     def mismatch(self) -> bool:
@@ -78,6 +81,9 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
                  ) -> list[Episode]:
     """Run k episodes per item to the end; each turn is one batched generate over all live episodes."""
     temp = spec.sampling.temperature if temperature is None else temperature
+    if spec.sampling.constrain_names and not ranks_next_tokens(backend):
+        raise CoevoError(f"harness {spec.name!r} constrains call names (sampling.constrain_names); the "
+                         f"{getattr(backend, 'label', backend)} backend ranks no next tokens, which that needs")
     episodes = [Episode(item, s, build_messages(spec, task, item)) for item in items for s in range(k)]
     envs = {id(e): task.environment(e.item, spec.task_options) for e in episodes}
     for turn_no in range(spec.loop.max_turns):
@@ -89,12 +95,16 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
                                    max_new_tokens=spec.sampling.max_new_tokens)
         last_turn = turn_no == spec.loop.max_turns - 1
         for e, prompt, (text, ntok) in zip(live, prompts, outputs):
+            constrained = 0
+            if spec.sampling.constrain_names:
+                fixed = constrain(spec, task, e.item, backend, prompt, text, ntok, temperature=temp)
+                text, ntok, constrained = fixed.text, fixed.tokens, fixed.names
             calls, error, kind = judge(spec, task, e.item, text)
             e.messages.append({"role": "assistant", "content": text})
             if calls is None:
                 retry = spec.loop.retry_on_parse_error and not last_turn
                 feedback = spec.loop.retry_message.format(error=error) if retry else ""
-                e.turns.append(Turn(prompt, text, ntok, None, error, feedback, 0.0, kind))
+                e.turns.append(Turn(prompt, text, ntok, None, error, feedback, 0.0, kind, constrained))
                 if retry:
                     e.messages.append({"role": "user", "content": feedback})
                 else:
@@ -102,7 +112,8 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
                 continue
             result = envs[id(e)].step(calls)
             feedback = result.feedback if spec.loop.feedback == "execution" else ""
-            e.turns.append(Turn(prompt, text, ntok, [c.to_dict() for c in calls], None, feedback, result.reward))
+            e.turns.append(Turn(prompt, text, ntok, [c.to_dict() for c in calls], None, feedback, result.reward,
+                                constrained=constrained))
             e.reward += result.reward
             e.prediction = result.prediction
             e.success = result.success
@@ -121,6 +132,7 @@ def summarize(episodes: list[Episode]) -> dict:
     kinds = Counter(t.mismatch_kind for e in episodes for t in e.turns if t.mismatch)
     return {"episodes": len(episodes), "turns": turns, "mismatched_turns": mismatched,
             "timr": mismatched / turns if turns else 0.0,
+            "constrained_turns": sum(t.constrained > 0 for e in episodes for t in e.turns),
             "tokens": sum(t.tokens for e in episodes for t in e.turns),
             "mismatch_kinds": {k: kinds[k] for k in MISMATCH_KINDS if kinds[k]}}
 
@@ -136,7 +148,7 @@ def episode_rows(episodes: list[Episode]) -> tuple[list[dict], list[dict]]:
             turn_rows.append(dict(episode=idx, turn=t_no, prompt=t.prompt, output=t.output,
                                   action=json.dumps(t.action) if t.action is not None else None,
                                   parse_error=t.parse_error, mismatch=int(t.mismatch), feedback=t.feedback,
-                                  reward=t.reward, tokens=t.tokens))
+                                  reward=t.reward, tokens=t.tokens, constrained=t.constrained))
     return ep_rows, turn_rows
 
 

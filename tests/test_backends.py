@@ -42,6 +42,17 @@ def test_ctranslate2_float32_gives_the_transformers_greedy_answers(root):
     assert abs(hf[1] - ct2[1]) <= 0.05 and abs(hf[2] - ct2[2]) <= 0.05
 
 
+def test_both_engines_rank_the_same_next_tokens(root):
+    """What constrained decoding of call names picks from: the most probable next tokens, in order."""
+    path, spec, task = root
+    prompts = [load_backend(BackendSpec(), path).chat_prompt(build_messages(spec, task, i))
+               for i in task.load("dev")[:3]]
+    ranked = {name: [load_backend(BackendSpec(name=name), path).next_tokens(p + '[{"name": "', n=8) for p in prompts]
+              for name in ("transformers", "ctranslate2")}
+    for hf, ct2 in zip(ranked["transformers"], ranked["ctranslate2"]):
+        assert len(hf) == len(ct2) == 8 and hf[0] == ct2[0] and len(set(hf[:5]) & set(ct2[:5])) >= 4
+
+
 def test_conversion_is_cached_and_redone_when_the_weights_change(root, tmp_path):
     import shutil
     path, spec, task = root

@@ -20,7 +20,7 @@ from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.decisions import approve, override
 from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError, LlmConfig
-from engine.evolve.editors.offline import OPERATORS
+from engine.evolve.editors.offline import OPERATORS, constrain_names
 from engine.harness.spec import HarnessSpec
 from engine.train.sft import SftJob, launch_command, load_profile, run_sft, swift_arguments
 
@@ -63,6 +63,12 @@ def test_every_offline_operator_writes_a_valid_spec_with_a_rationale(op):
     assert edit is not None and edit.rationale
     new = HarnessSpec.from_dict(edit.spec).to_dict()
     assert new != HarnessSpec.from_dict(spec).to_dict()
+
+
+def test_the_name_constraint_operator_only_turns_it_on():
+    on = constrain_names(json.loads(json.dumps(SEED)), random.Random(0), [])
+    assert on.spec["sampling"]["constrain_names"] is True and on.operator == "constrain_names"
+    assert constrain_names(on.spec, random.Random(0), []) is None
 
 
 def test_offline_editor_is_seeded():

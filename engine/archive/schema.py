@@ -215,6 +215,12 @@ MIGRATIONS: list[str] = [
         (task, split, harness_id, checkpoint_id, id, score, timr, episodes, mismatch_kinds);
     DROP INDEX evaluations_matrix;
     """,
+    # 6: constrained decoding of call names (a harness's sampling.constrain_names): how many names the
+    # constraint chose in a turn, and in how many of an evaluation's turns it chose one
+    """
+    ALTER TABLE turns ADD COLUMN constrained INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE evaluations ADD COLUMN constrained_turns INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -105,6 +105,16 @@ class CTranslate2Backend(ChatBackend):
                         results[pos] = self._cut(res.sequences_ids[k % n], max_new_tokens)
         return results
 
+    def next_tokens(self, prompt: str, *, n: int) -> list[str]:
+        tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        # alternatives are ranked at the first position after the start tokens; all but the last prompt token
+        # go in as a static prompt, which is forwarded at once (start tokens would be fed one by one); max_length
+        # counts the static prompt, so the prompt's own length ranks the next token without expanding it
+        out = self.generator.generate_batch(
+            [tokens[-1:]], static_prompt=tokens[:-1] or None, cache_static_prompt=False, return_alternatives=True,
+            num_hypotheses=n, max_length=len(tokens), sampling_topk=1, include_prompt_in_result=True)
+        return [self.tokenizer.decode(ids[1:2], skip_special_tokens=False) for ids in out[0].sequences_ids]
+
     def _cut(self, ids: list[int], limit: int) -> tuple[str, int]:
         # CTranslate2 drops the end token; a sequence shorter than the limit ended on one
         text, n = super()._cut(ids)

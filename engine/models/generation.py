@@ -5,6 +5,9 @@ import json
 from pathlib import Path
 
 
+MAX_RANKED = 48  # the most next tokens a backend is asked to rank (`next_tokens`)
+
+
 class ChatBackend:
     name = "base"
 
@@ -31,6 +34,11 @@ class ChatBackend:
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
                  max_new_tokens: int = 160) -> list[tuple[str, int]]:
         raise NotImplementedError
+
+    def next_tokens(self, prompt: str, *, n: int) -> list[str]:
+        """The n most probable next tokens after `prompt`, decoded, most probable first: what constrained
+        decoding (`sampling.constrain_names`) picks from where the model leaves the allowed names."""
+        raise NotImplementedError(f"the {self.name} backend does not rank next tokens")
 
     def _cut(self, ids: list[int]) -> tuple[str, int]:
         """The text before the first stop token, and the tokens generated (the stop token included)."""

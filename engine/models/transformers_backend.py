@@ -47,3 +47,10 @@ class TransformersBackend(ChatBackend):
             for i, ids in zip(idx, new):
                 results[i] = self._cut(ids)
         return results
+
+    def next_tokens(self, prompt: str, *, n: int) -> list[str]:
+        ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"].to(self.device)
+        with self.torch.inference_mode():
+            logits = self.model(ids).logits[0, -1]
+        return [self.tokenizer.decode([t], skip_special_tokens=False)
+                for t in self.torch.topk(logits, min(n, logits.shape[-1])).indices.tolist()]

@@ -85,6 +85,11 @@ class Task:
         """Interface-level schema check: the reason the call violates the tool schema, or None."""
         raise NotImplementedError
 
+    def call_names(self, item: Item, options: dict | None = None) -> list[str] | None:
+        """Every call name the item allows, which constrained decoding keeps a call to (a harness's
+        `sampling.constrain_names`); None where names are open-ended."""
+        return None
+
     def environment(self, item: Item, options: dict | None = None) -> Environment:
         raise NotImplementedError
 

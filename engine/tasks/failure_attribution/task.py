@@ -209,6 +209,9 @@ class FailureAttributionTask(Task):
             return f"blame: step must be an integer, got {step!r}"
         return None
 
+    def call_names(self, item: Item, options: dict | None = None) -> list[str]:
+        return [BLAME, NEXT, HALF]
+
     def environment(self, item: Item, options: dict | None = None) -> Environment:
         return AttributionEnvironment(item.context, parse_options(options))
 

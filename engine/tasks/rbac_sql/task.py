@@ -175,6 +175,9 @@ class RbacSqlTask(Task):
             return None
         return f"unknown tool {call.name!r}: expected {SQL}(query) or {REFUSE}(reason)"
 
+    def call_names(self, item: Item, options: dict | None = None) -> list[str]:
+        return [SQL, REFUSE]
+
     def environment(self, item: Item, options: dict | None = None) -> Environment:
         parse_options(options)
         return RbacSqlEnvironment(item.context)

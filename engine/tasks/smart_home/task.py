@@ -156,6 +156,12 @@ class SmartHomeTask(Task):
             return f"wrong arguments for {call.name}: expected {expected}, got {sorted(call.args)}"
         return None
 
+    def call_names(self, item: Item, options: dict | None = None) -> list[str]:
+        """`error_input` and every method of the home's devices: the item's own tool list."""
+        home: Home = item.context
+        return [ERROR] + [f"{home.address(room, dev)}.{m}" for (room, dev), methods in home.devices.items()
+                          for m in methods]
+
     def environment(self, item: Item, options: dict | None = None) -> Environment:
         return SmartHomeEnvironment(item.context, item.gold)
 

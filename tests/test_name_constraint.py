@@ -1,0 +1,163 @@
+"""Constrained decoding of call names (`sampling.constrain_names`): a name outside the item's tools is decoded
+again from where it went astray, with the most probable token that keeps it allowed, backing off a dead end;
+a turn fixed this way is no mismatch, and the archive records how many names the constraint chose."""
+import pytest
+
+from engine import ASSETS
+from engine.errors import CoevoError
+from engine.harness.spec import HarnessSpec
+from engine.name_constraint import NameSet
+from engine.rollout import build_messages, episode_rows, run_episodes, summarize
+from engine.tasks import get_task
+
+OPEN, CLOSE = '[{"name": "', '", "args": {}}]'
+
+
+class TokenModel:
+    """A model that knows a few answers, each a list of tokens, in order of preference: it continues a text
+    with the first answer that extends it, and ranks as next tokens those of the answers that reach the text
+    on a token boundary (then tokens of no answer)."""
+
+    JUNK = ["zz", "#"]
+
+    def __init__(self, prompt: str, answers: list[list[str]]):
+        self.prompt, self.answers, self.ranked = prompt, answers, []
+        self.tokenizer = lambda text, add_special_tokens=False: {"input_ids": text.split()}
+
+    def chat_prompt(self, messages):
+        return self.prompt
+
+    def generate(self, prompts, **kw):
+        out = []
+        for p in prompts:
+            text = p[len(self.prompt):]
+            answer = next(("".join(a) for a in self.answers if "".join(a).startswith(text)), text)
+            out.append((answer[len(text):], 5))
+        return out
+
+    def next_tokens(self, prompt, *, n):
+        text = prompt[len(self.prompt):]
+        self.ranked.append(text)
+        tokens = []
+        for a in self.answers:
+            for i in range(len(a)):
+                if "".join(a[:i]) == text and a[i] not in tokens:
+                    tokens.append(a[i])
+        return (tokens + self.JUNK)[:n]
+
+
+def answer(room: str, device: str, method: str) -> list[str]:
+    return [OPEN, room, ".", device, ".", method, CLOSE]
+
+
+@pytest.fixture
+def case(home_data):
+    """A harness with the constraint, a task, an item and one of its home's calls without arguments."""
+    task = get_task("smart_home", home_data)
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+    spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_names": True})})
+    for item in task.load("dev"):
+        for (room, device), methods in item.context.devices.items():
+            if "." not in item.context.address(room, device):
+                continue
+            for method, params in methods.items():
+                if not params and len(device) > 3:
+                    prompt = repr(build_messages(spec, task, item))
+                    return spec, task, item, prompt, (room, device, method)
+    raise AssertionError("no call without arguments in the dev homes")
+
+
+def _run(spec, task, item, model):
+    episodes = run_episodes(spec, task, model, [item])
+    return episodes, summarize(episodes)
+
+
+def test_an_invented_device_is_decoded_again_as_the_most_probable_allowed_one(case):
+    spec, task, item, prompt, (room, device, method) = case
+    model = TokenModel(prompt, [answer(room, "boilermaker", method), answer(room, device, method)])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == "".join(answer(room, device, method)) and not turn.mismatch
+    assert turn.constrained == 1 and stats["constrained_turns"] == 1 and stats["timr"] == 0.0
+    assert model.ranked == [OPEN + room + "."]  # resumed at the name boundary before the divergence
+    # without the constraint the invented name is a mismatch, and nothing is ranked
+    free = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_names": False})})
+    model = TokenModel(prompt, model.answers)
+    episodes, stats = _run(free, task, item, model)
+    assert episodes[0].turns[0].mismatch_kind == "unknown tool" and stats["constrained_turns"] == 0
+    assert model.ranked == []
+
+
+def test_a_prefix_that_leads_nowhere_is_backed_off(case):
+    """'heat' is a prefix of 'heating', but the model goes on with '.', and no token makes 'heat' allowed:
+    the search returns to the point before it and takes the next allowed token."""
+    spec, task, item, prompt, (room, device, method) = case
+    model = TokenModel(prompt, [answer(room, device[:-2], method), answer(room, device, method)])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].output == "".join(answer(room, device, method))
+    assert stats["timr"] == 0.0 and stats["constrained_turns"] == 1
+    # ranked once at the name boundary, once after "heat"; the first point's ranking is reused on the way back
+    assert model.ranked == [OPEN + room + ".", OPEN + room + "." + device[:-2]]
+
+
+def test_a_name_no_ranked_token_keeps_allowed_stays_a_mismatch(case):
+    spec, task, item, prompt, (room, device, method) = case
+    model = TokenModel(prompt, [answer(room, "boilermaker", method)])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == "".join(answer(room, "boilermaker", method))
+    assert turn.mismatch_kind == "unknown tool" and turn.constrained == 0 and stats["timr"] == 1.0
+
+
+def test_every_name_of_a_turn_is_kept_to_the_tools_and_recorded(case):
+    spec, task, item, prompt, (room, device, method) = case
+
+    def calls(first, second):
+        return answer(room, first, method)[:-1] + ['", "args": {}}, {"name": "'] + answer(room, second, method)[1:]
+
+    model = TokenModel(prompt, [calls("fridge", "oven"), calls(device, "oven"), calls(device, device)])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == "".join(calls(device, device)) and not turn.mismatch
+    assert turn.constrained == 2 and stats["constrained_turns"] == 1
+    assert episode_rows(episodes)[1][0]["constrained"] == 2
+
+
+def test_a_backend_that_ranks_no_tokens_cannot_run_a_constrained_harness(case):
+    spec, task, item, prompt, _ = case
+
+    class Plain:
+        label = "openai:served"
+
+        def chat_prompt(self, messages):
+            return prompt
+
+        def generate(self, prompts, **kw):
+            return [("[]", 1) for _ in prompts]
+
+    with pytest.raises(CoevoError, match=r"constrain_names.*openai:served"):
+        run_episodes(spec, task, Plain(), [item])
+
+
+def test_name_set_reads_text_as_open_closed_or_astray():
+    names = NameSet(["kitchen.light.turn_on", "kitchen.light.turn_off", "error_input"])
+    assert names.advance("kitchen.li", "ght.turn") == (8, "open")
+    assert names.advance("kitchen.light.turn_on", '", "args"') == (1, "closed")
+    assert names.advance("kitchen.light.turn", '", ') == (0, "astray")  # ends where no name does
+    assert names.advance("kitchen.", "oven") == (0, "astray")
+    assert names.advance("", "error_input]") == (12, "closed")
+
+
+def test_each_task_names_the_tools_of_its_items(home_data):
+    task = get_task("smart_home", home_data)
+    item = task.load("dev")[0]
+    names = task.call_names(item)
+    assert "error_input" in names and len(names) == 1 + sum(len(m) for m in item.context.devices.values())
+    assert all(task.check_call(_call(n, item), item) is None for n in names if n != "error_input")
+
+
+def _call(name, item):
+    from engine.harness.interfaces import Call
+    from engine.tasks.smart_home.task import split_name
+    room, device, method = split_name(name)
+    return Call(name, {p: 1 for p in item.context.devices[(room, device)][method]})
