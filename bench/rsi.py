@@ -1,5 +1,5 @@
 """Does co-evolution improve a pretrained brain? Runs a brain's preset (init, seed matrix, rounds) and
-prints per round the pair, dev score, TIMR, the turns whose call name constrained decoding chose ("named"),
+prints per round the pair, dev score, TIMR, the turns with a call that constrained decoding mended ("mended"),
 kept successes, SFT examples and each step's wall time; then the held-out result on the benchmark's
 official rows (never used for training, sampling or probing) for the best seed pair and the best
 co-evolved pair, per category and overall. With --ablate every mode
@@ -196,7 +196,7 @@ def main() -> None:
         print(f"  {e['harness']:<5} x {e['checkpoint']:<5} score {e['score']:.3f}  TIMR {e['timr']:6.1%}")
     for m, rows in rounds.items():
         print(f"\n{m} rounds:" if args.ablate else "")
-        print(f"{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'named':>7}{'kept':>6}{'SFT':>5}  step seconds")
+        print(f"{'round':<6}{'pair':<12}{'score':>7}{'TIMR':>8}{'mended':>7}{'kept':>6}{'SFT':>5}  step seconds")
         for r in rows:
             print(f"{r['round']:<6}{r['harness'] + ' x ' + r['checkpoint']:<12}{r['score']:>7.3f}{r['timr']:>8.1%}"
                   f"{r['constrained_turns']:>7}{r['kept']:>6}{r['sft_examples']:>5}  {r['steps']}")
@@ -227,8 +227,8 @@ def dev_evaluations(archive, cfg) -> list[dict]:
 
 
 def round_rows(archive) -> list[dict]:
-    """Per finished round: its pair, dev score and TIMR, the turns whose call name constrained decoding
-    chose, kept successes, SFT examples, step seconds."""
+    """Per finished round: its pair, dev score and TIMR, the turns with a call that constrained decoding
+    mended, kept successes, SFT examples, step seconds."""
     rows = []
     for r in archive.rounds():
         if r["state"] != "done":

@@ -51,7 +51,7 @@ class InitConfig(BaseModel):
     data: dict = {}
     # task options set on every seed harness (smart_home: `rooms: mentioned` shows only the rooms named)
     seed_task_options: dict = {}
-    # sampling settings set on every seed harness (`constrain_names: true` keeps call names to the task's tools)
+    # sampling settings set on every seed harness (`constrain_calls: true` keeps calls to the task's tools)
     seed_sampling: dict = {}
 
 

@@ -11,7 +11,7 @@ from typing import Callable
 from engine.errors import CoevoError
 from engine.harness.interfaces import MISMATCH_KINDS, Call, ParseError, get_interface
 from engine.harness.spec import HarnessSpec
-from engine.name_constraint import constrain, ranks_next_tokens
+from engine.call_constraint import constrain, ranks_next_tokens
 from engine.tasks.base import Item, Task
 
 
@@ -25,7 +25,8 @@ class Turn:
     feedback: str
     reward: float
     mismatch_kind: str | None = None  # one of MISMATCH_KINDS when parse_error is set
-    constrained: int = 0  # call names the constraint chose (`sampling.constrain_names`)
+    constrained: int = 0  # calls constrained decoding decoded again (`sampling.constrain_calls`)
+    free_output: str | None = None  # the model's own output, where constrained decoding mended it
 
     @property
     def mismatch(self) -> bool:
@@ -81,8 +82,8 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
                  ) -> list[Episode]:
     """Run k episodes per item to the end; each turn is one batched generate over all live episodes."""
     temp = spec.sampling.temperature if temperature is None else temperature
-    if spec.sampling.constrain_names and not ranks_next_tokens(backend):
-        raise CoevoError(f"harness {spec.name!r} constrains call names (sampling.constrain_names); the "
+    if spec.sampling.constrain_calls and not ranks_next_tokens(backend):
+        raise CoevoError(f"harness {spec.name!r} constrains calls (sampling.constrain_calls); the "
                          f"{getattr(backend, 'label', backend)} backend ranks no next tokens, which that needs")
     episodes = [Episode(item, s, build_messages(spec, task, item)) for item in items for s in range(k)]
     envs = {id(e): task.environment(e.item, spec.task_options) for e in episodes}
@@ -95,16 +96,17 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
                                    max_new_tokens=spec.sampling.max_new_tokens)
         last_turn = turn_no == spec.loop.max_turns - 1
         for e, prompt, (text, ntok) in zip(live, prompts, outputs):
-            constrained = 0
-            if spec.sampling.constrain_names:
+            constrained, free = 0, None
+            if spec.sampling.constrain_calls:
                 fixed = constrain(spec, task, e.item, backend, prompt, text, ntok, temperature=temp)
-                text, ntok, constrained = fixed.text, fixed.tokens, fixed.names
+                if fixed.calls:
+                    free, text, ntok, constrained = text, fixed.text, fixed.tokens, fixed.calls
             calls, error, kind = judge(spec, task, e.item, text)
             e.messages.append({"role": "assistant", "content": text})
             if calls is None:
                 retry = spec.loop.retry_on_parse_error and not last_turn
                 feedback = spec.loop.retry_message.format(error=error) if retry else ""
-                e.turns.append(Turn(prompt, text, ntok, None, error, feedback, 0.0, kind, constrained))
+                e.turns.append(Turn(prompt, text, ntok, None, error, feedback, 0.0, kind, constrained, free))
                 if retry:
                     e.messages.append({"role": "user", "content": feedback})
                 else:
@@ -113,7 +115,7 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
             result = envs[id(e)].step(calls)
             feedback = result.feedback if spec.loop.feedback == "execution" else ""
             e.turns.append(Turn(prompt, text, ntok, [c.to_dict() for c in calls], None, feedback, result.reward,
-                                constrained=constrained))
+                                constrained=constrained, free_output=free))
             e.reward += result.reward
             e.prediction = result.prediction
             e.success = result.success
@@ -148,7 +150,8 @@ def episode_rows(episodes: list[Episode]) -> tuple[list[dict], list[dict]]:
             turn_rows.append(dict(episode=idx, turn=t_no, prompt=t.prompt, output=t.output,
                                   action=json.dumps(t.action) if t.action is not None else None,
                                   parse_error=t.parse_error, mismatch=int(t.mismatch), feedback=t.feedback,
-                                  reward=t.reward, tokens=t.tokens, constrained=t.constrained))
+                                  reward=t.reward, tokens=t.tokens, constrained=t.constrained,
+                                  free_output=t.free_output))
     return ep_rows, turn_rows
 
 

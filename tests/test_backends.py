@@ -43,7 +43,7 @@ def test_ctranslate2_float32_gives_the_transformers_greedy_answers(root):
 
 
 def test_both_engines_rank_the_same_next_tokens(root):
-    """What constrained decoding of call names picks from: the most probable next tokens, in order."""
+    """What constrained decoding of a call name picks from: the most probable next tokens, in order."""
     path, spec, task = root
     prompts = [load_backend(BackendSpec(), path).chat_prompt(build_messages(spec, task, i))
                for i in task.load("dev")[:3]]

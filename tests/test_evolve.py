@@ -20,7 +20,7 @@ from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.decisions import approve, override
 from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError, LlmConfig
-from engine.evolve.editors.offline import OPERATORS, constrain_names
+from engine.evolve.editors.offline import OPERATORS, constrain_calls
 from engine.harness.spec import HarnessSpec
 from engine.train.sft import SftJob, launch_command, load_profile, run_sft, swift_arguments
 
@@ -65,10 +65,10 @@ def test_every_offline_operator_writes_a_valid_spec_with_a_rationale(op):
     assert new != HarnessSpec.from_dict(spec).to_dict()
 
 
-def test_the_name_constraint_operator_only_turns_it_on():
-    on = constrain_names(json.loads(json.dumps(SEED)), random.Random(0), [])
-    assert on.spec["sampling"]["constrain_names"] is True and on.operator == "constrain_names"
-    assert constrain_names(on.spec, random.Random(0), []) is None
+def test_the_call_constraint_operator_only_turns_it_on():
+    on = constrain_calls(json.loads(json.dumps(SEED)), random.Random(0), [])
+    assert on.spec["sampling"]["constrain_calls"] is True and on.operator == "constrain_calls"
+    assert constrain_calls(on.spec, random.Random(0), []) is None
 
 
 def test_offline_editor_is_seeded():

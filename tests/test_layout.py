@@ -31,7 +31,7 @@ def test_ui_never_imports_torch_swift_or_mergekit():
 FLOORS = [
     {"errors", "sorting", "jsonl", "config", "registry", "hardware", "__init__"},  # ground: no engine imports but these
     {"archive", "harness", "models"},
-    {"tasks", "run_config", "name_constraint"},
+    {"tasks", "run_config", "call_constraint"},
     {"rollout", "executors"},
     {"train"},
     {"checkpoints", "evaluate", "views", "figures", "dashboard"},

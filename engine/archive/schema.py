@@ -215,11 +215,15 @@ MIGRATIONS: list[str] = [
         (task, split, harness_id, checkpoint_id, id, score, timr, episodes, mismatch_kinds);
     DROP INDEX evaluations_matrix;
     """,
-    # 6: constrained decoding of call names (a harness's sampling.constrain_names): how many names the
-    # constraint chose in a turn, and in how many of an evaluation's turns it chose one
+    # 6: constrained decoding of calls (a harness's sampling.constrain_calls): how many calls the constraint
+    # decoded again in a turn, and in how many of an evaluation's turns it did
     """
     ALTER TABLE turns ADD COLUMN constrained INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE evaluations ADD COLUMN constrained_turns INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 7: a mended turn keeps what the model wrote before constrained decoding mended it
+    """
+    ALTER TABLE turns ADD COLUMN free_output TEXT;  -- NULL where the constraint mended nothing
     """,
 ]
 

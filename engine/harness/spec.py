@@ -47,9 +47,9 @@ class Sampling(Strict):
     temperature: float = Field(0.0, ge=0.0, le=5.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(160, ge=1, le=8192)
-    constrain_names: bool = Field(False, description=(
-        "decode call names under the task's tools for the item: a name that leaves them is decoded again "
-        "from where it did, with the most probable token that keeps it allowed (local backends only)"))
+    constrain_calls: bool = Field(False, description=(
+        "decode calls under the task's tools for the item: a call whose name leaves them, or whose argument "
+        "names are not the tool's, is decoded again from where it went wrong (local backends only)"))
 
 
 class HarnessSpec(Strict):

@@ -37,7 +37,7 @@ class ChatBackend:
 
     def next_tokens(self, prompt: str, *, n: int) -> list[str]:
         """The n most probable next tokens after `prompt`, decoded, most probable first: what constrained
-        decoding (`sampling.constrain_names`) picks from where the model leaves the allowed names."""
+        decoding (`sampling.constrain_calls`) picks from where the model leaves the allowed names."""
         raise NotImplementedError(f"the {self.name} backend does not rank next tokens")
 
     def _cut(self, ids: list[int]) -> tuple[str, int]:

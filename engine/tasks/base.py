@@ -87,7 +87,12 @@ class Task:
 
     def call_names(self, item: Item, options: dict | None = None) -> list[str] | None:
         """Every call name the item allows, which constrained decoding keeps a call to (a harness's
-        `sampling.constrain_names`); None where names are open-ended."""
+        `sampling.constrain_calls`); None where names are open-ended."""
+        return None
+
+    def arg_names(self, item: Item, name: str) -> list[str] | None:
+        """The argument names a call of this name takes, all of them required; None where the tool is
+        unknown or its arguments are not a fixed set."""
         return None
 
     def environment(self, item: Item, options: dict | None = None) -> Environment:

@@ -89,17 +89,17 @@ def retry_on_parse_error(spec: dict, rng, successes, fixed=()) -> Edit | None:
                 "add a retry turn on parse errors", "retry_on_parse_error")
 
 
-def constrain_names(spec: dict, rng, successes, fixed=()) -> Edit | None:
-    """Only ever turned on: a name outside the tools fails its turn, so the constraint seldom costs a success."""
+def constrain_calls(spec: dict, rng, successes, fixed=()) -> Edit | None:
+    """Only ever turned on: a call outside the tools fails its turn, so the constraint seldom costs a success."""
     sampling = spec["sampling"]
-    if sampling.get("constrain_names"):
+    if sampling.get("constrain_calls"):
         return None
-    return Edit({**spec, "sampling": {**sampling, "constrain_names": True}},
-                "decode call names under the task's tools", "constrain_names")
+    return Edit({**spec, "sampling": {**sampling, "constrain_calls": True}},
+                "decode calls under the task's tools", "constrain_calls")
 
 
 OPERATORS = [switch_interface, add_few_shot, remove_few_shot, replace_few_shot, rewrite_instruction,
-             toggle_strictness, retry_on_parse_error, change_task_option, constrain_names]
+             toggle_strictness, retry_on_parse_error, change_task_option, constrain_calls]
 
 # What each fault calls for: output that does not parse calls for a different format or a forgiving
 # parser; calls outside the schema (unknown tool, wrong arguments) and wrong answers call for showing

@@ -212,6 +212,9 @@ class FailureAttributionTask(Task):
     def call_names(self, item: Item, options: dict | None = None) -> list[str]:
         return [BLAME, NEXT, HALF]
 
+    def arg_names(self, item: Item, name: str) -> list[str] | None:
+        return {BLAME: ["agent", "step"], NEXT: [], HALF: ["part"]}.get(name)
+
     def environment(self, item: Item, options: dict | None = None) -> Environment:
         return AttributionEnvironment(item.context, parse_options(options))
 

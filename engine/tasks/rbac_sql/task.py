@@ -178,6 +178,9 @@ class RbacSqlTask(Task):
     def call_names(self, item: Item, options: dict | None = None) -> list[str]:
         return [SQL, REFUSE]
 
+    def arg_names(self, item: Item, name: str) -> list[str] | None:
+        return ["query"] if name == SQL else None  # a refusal's reason is optional
+
     def environment(self, item: Item, options: dict | None = None) -> Environment:
         parse_options(options)
         return RbacSqlEnvironment(item.context)

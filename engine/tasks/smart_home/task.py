@@ -138,20 +138,26 @@ class SmartHomeTask(Task):
             f"{home.address(room, dev)}: " + " ".join(f"{m}({','.join(p)})" if p else m for m, p in methods.items())
             for (room, dev), methods in home.devices.items() if not shown or room in shown or room == NO_ROOM)
 
-    def check_call(self, call: Call, item: Item) -> str | None:
-        if call.name == ERROR:
-            return f"{ERROR} takes no arguments" if call.args else None
-        parsed = split_name(call.name)
+    def arg_names(self, item: Item, name: str) -> list[str] | None:
+        """The home's own parameters of the method, else the catalog's."""
+        if name == ERROR:
+            return []
+        parsed = split_name(name)
         if parsed is None:
-            return f"unknown tool {call.name!r}: expected room.device.method"
+            return None
         room, device, method = parsed
         declared = item.context.devices.get((room, device), {}) if item.context else {}
         if method in declared:
-            expected = declared[method]
-        elif device in DEVICES and method in DEVICES[device]:
-            expected = param_names(device, method)
-        else:
-            return f"unknown tool {call.name!r}"
+            return declared[method]
+        return param_names(device, method) if device in DEVICES and method in DEVICES[device] else None
+
+    def check_call(self, call: Call, item: Item) -> str | None:
+        if call.name == ERROR:
+            return f"{ERROR} takes no arguments" if call.args else None
+        expected = self.arg_names(item, call.name)
+        if expected is None:
+            suffix = ": expected room.device.method" if split_name(call.name) is None else ""
+            return f"unknown tool {call.name!r}{suffix}"
         if sorted(call.args) != sorted(expected):
             return f"wrong arguments for {call.name}: expected {expected}, got {sorted(call.args)}"
         return None

@@ -1,14 +1,18 @@
-"""Constrained decoding of call names (`sampling.constrain_names`): a name outside the item's tools is decoded
-again from where it went astray, with the most probable token that keeps it allowed, backing off a dead end;
-a turn fixed this way is no mismatch, and the archive records how many names the constraint chose."""
+"""Constrained decoding of calls (`sampling.constrain_calls`): a name outside the item's tools is decoded again
+from where it went astray, with the most probable token that keeps it allowed, backing off a dead end; a call
+with the wrong argument names is rendered up to the argument it lacks, or without those it should not have,
+and the model goes on from there. A turn mended this way is no mismatch, and the archive records it."""
 import pytest
 
 from engine import ASSETS
+from engine.call_constraint import NameSet
 from engine.errors import CoevoError
+from engine.harness.interfaces import Call, get_interface
 from engine.harness.spec import HarnessSpec
-from engine.name_constraint import NameSet
 from engine.rollout import build_messages, episode_rows, run_episodes, summarize
 from engine.tasks import get_task
+from engine.tasks.base import Item
+from engine.tasks.smart_home.task import split_name
 
 OPEN, CLOSE = '[{"name": "', '", "args": {}}]'
 
@@ -50,21 +54,30 @@ def answer(room: str, device: str, method: str) -> list[str]:
     return [OPEN, room, ".", device, ".", method, CLOSE]
 
 
-@pytest.fixture
-def case(home_data):
-    """A harness with the constraint, a task, an item and one of its home's calls without arguments."""
-    task = get_task("smart_home", home_data)
-    spec = HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
-    spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_names": True})})
+def _constrained(name: str) -> HarnessSpec:
+    spec = HarnessSpec.load(ASSETS / "harnesses" / f"{name}.yaml")
+    return spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_calls": True})})
+
+
+def _home_call(task, with_params: bool):
+    """An item and one of its home's methods in a room, with or without parameters."""
     for item in task.load("dev"):
         for (room, device), methods in item.context.devices.items():
             if "." not in item.context.address(room, device):
                 continue
             for method, params in methods.items():
-                if not params and len(device) > 3:
-                    prompt = repr(build_messages(spec, task, item))
-                    return spec, task, item, prompt, (room, device, method)
-    raise AssertionError("no call without arguments in the dev homes")
+                if bool(params) == with_params and len(device) > 3:
+                    return item, (room, device, method, params)
+    raise AssertionError("no such call in the dev homes")
+
+
+@pytest.fixture
+def case(home_data):
+    """A harness with the constraint, a task, an item and one of its home's calls without arguments."""
+    task = get_task("smart_home", home_data)
+    spec = _constrained("smart_home_json")
+    item, (room, device, method, _) = _home_call(task, with_params=False)
+    return spec, task, item, repr(build_messages(spec, task, item)), (room, device, method)
 
 
 def _run(spec, task, item, model):
@@ -78,10 +91,11 @@ def test_an_invented_device_is_decoded_again_as_the_most_probable_allowed_one(ca
     episodes, stats = _run(spec, task, item, model)
     turn = episodes[0].turns[0]
     assert turn.output == "".join(answer(room, device, method)) and not turn.mismatch
+    assert turn.free_output == "".join(answer(room, "boilermaker", method))  # what the model wrote, kept
     assert turn.constrained == 1 and stats["constrained_turns"] == 1 and stats["timr"] == 0.0
     assert model.ranked == [OPEN + room + "."]  # resumed at the name boundary before the divergence
     # without the constraint the invented name is a mismatch, and nothing is ranked
-    free = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_names": False})})
+    free = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_calls": False})})
     model = TokenModel(prompt, model.answers)
     episodes, stats = _run(free, task, item, model)
     assert episodes[0].turns[0].mismatch_kind == "unknown tool" and stats["constrained_turns"] == 0
@@ -123,6 +137,43 @@ def test_every_name_of_a_turn_is_kept_to_the_tools_and_recorded(case):
     assert episode_rows(episodes)[1][0]["constrained"] == 2
 
 
+def test_the_archive_keeps_a_mended_turn_and_what_the_model_wrote(case, archive):
+    spec, task, item, prompt, (room, device, method) = case
+    model = TokenModel(prompt, [answer(room, "boilermaker", method), answer(room, device, method)])
+    episodes, stats = _run(spec, task, item, model)
+    hid = archive.add_harness(spec.to_dict(), creator="seed")
+    cid = archive.add_checkpoint(name="m", path="/nonexistent/m", kind="base")
+    eid = archive.add_evaluation(dict(harness_id=hid, checkpoint_id=cid, task="smart_home", split="dev", score=1.0,
+                                      metrics={}, seconds=1.0, **stats), *episode_rows(episodes))
+    assert archive.evaluation(eid)["constrained_turns"] == 1
+    [turn] = archive.turns(eid)
+    assert turn["constrained"] == 1 and turn["mismatch"] == 0
+    assert turn["free_output"] == "".join(answer(room, "boilermaker", method))
+
+
+@pytest.mark.parametrize("interface", ["json", "xml", "tool_call"])
+def test_a_missing_argument_is_asked_for_and_an_extra_one_dropped(home_data, interface):
+    task = get_task("smart_home", home_data)
+    spec = _constrained(f"smart_home_{interface}")
+    render = get_interface(interface).render
+    # a call without its argument: the model is taken to where the value starts, and writes it
+    item, (room, device, method, params) = _home_call(task, with_params=True)
+    name, prompt = f"{room}.{device}.{method}", repr(build_messages(spec, task, item))
+    good = render([Call(name, {params[0]: 40})])
+    model = TokenModel(prompt, [[render([Call(name, {})])], [good]])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].output == good and stats["timr"] == 0.0 and stats["constrained_turns"] == 1
+    assert model.ranked == []  # argument names need no ranked tokens
+    # after a sound call, an argument that a method without parameters does not take: rendered without it
+    item, (room, device, method, _) = _home_call(task, with_params=False)
+    name, prompt = f"{room}.{device}.{method}", repr(build_messages(spec, task, item))
+    sound = Call("error_input")
+    fixed = render([sound, Call(name, {})])
+    model = TokenModel(prompt, [[render([sound, Call(name, {"level": 3})])], [fixed]])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].output == fixed and episodes[0].turns[0].constrained == 1 and stats["timr"] == 0.0
+
+
 def test_a_backend_that_ranks_no_tokens_cannot_run_a_constrained_harness(case):
     spec, task, item, prompt, _ = case
 
@@ -135,7 +186,7 @@ def test_a_backend_that_ranks_no_tokens_cannot_run_a_constrained_harness(case):
         def generate(self, prompts, **kw):
             return [("[]", 1) for _ in prompts]
 
-    with pytest.raises(CoevoError, match=r"constrain_names.*openai:served"):
+    with pytest.raises(CoevoError, match=r"constrain_calls.*openai:served"):
         run_episodes(spec, task, Plain(), [item])
 
 
@@ -157,7 +208,17 @@ def test_each_task_names_the_tools_of_its_items(home_data):
 
 
 def _call(name, item):
-    from engine.harness.interfaces import Call
-    from engine.tasks.smart_home.task import split_name
     room, device, method = split_name(name)
     return Call(name, {p: 1 for p in item.context.devices[(room, device)][method]})
+
+
+@pytest.mark.parametrize("task_name, values", [
+    ("rbac_sql", {"query": "SELECT name FROM employees"}),
+    ("failure_attribution", {"agent": "WebSurfer", "step": 3, "part": "first"})])
+def test_each_tool_with_the_argument_names_it_is_given_passes_the_check(task_name, values, tmp_path):
+    task, item = get_task(task_name, tmp_path), Item("1", "", None, "x")
+    for name in task.call_names(item):
+        args = task.arg_names(item, name)
+        if args is not None:
+            assert task.check_call(Call(name, {a: values[a] for a in args}), item) is None, name
+    assert task.arg_names(item, "no_such_tool") is None

@@ -1,0 +1,189 @@
+"""Constrained decoding of calls (a harness's `sampling.constrain_calls`): a call whose name is outside the
+item's tools, or whose argument names are not the tool's, is decoded again from where it went wrong.
+
+- A name: from the last name boundary ('.', '_', ...) before it went astray, taking at each point the most
+  probable next token that keeps the name one of the allowed ones, backing off a prefix that leads nowhere.
+- Argument names: the calls so far are rendered in the harness's interface up to the first argument value
+  the call lacks (or to the end of the call, without the arguments it should not have), and the model goes
+  on from there: it writes the value and the rest.
+
+Engines made for CPUs have no hook into their decoding loop, so the constraint is applied lazily: a turn is
+generated freely and only a faulty call is decoded again, at the cost of one generation (and, for a name,
+one ranked next-token list) per resumption."""
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+
+from engine.harness.interfaces import Call, ParseError, get_interface
+from engine.models.generation import MAX_RANKED, ChatBackend
+
+RANKS = (8, MAX_RANKED)  # next tokens looked at for one that keeps the name allowed; the longer list only when needed
+MAX_RESUMES = 8  # per turn: a turn may make several calls
+MAX_STEPS = 6    # continuations tried per name: one may leave the names again, or lead to a dead end
+
+
+def ranks_next_tokens(backend) -> bool:
+    """Whether the backend can rank next tokens, which the name constraint picks from."""
+    method = getattr(type(backend), "next_tokens", None)
+    return method is not None and method is not ChatBackend.next_tokens
+
+
+class NameSet:
+    """The allowed call names, as prefix tests."""
+
+    def __init__(self, names):
+        self.names = sorted(set(names))
+        self.known = set(self.names)
+        self.chars = set("".join(self.names))  # any other character ends a name
+
+    def viable(self, prefix: str) -> bool:
+        i = bisect.bisect_left(self.names, prefix)
+        return i < len(self.names) and self.names[i].startswith(prefix)
+
+    def advance(self, name: str, text: str) -> tuple[int, str]:
+        """Read `text` on from the partial `name`: (characters read, state), the state 'open' (all of it is
+        still an allowed prefix), 'closed' (an allowed name ended before the character read last) or 'astray'
+        (the characters read keep the name allowed, the next one does not)."""
+        for i, ch in enumerate(text):
+            if ch not in self.chars:
+                return (i + 1, "closed") if name in self.known else (i, "astray")
+            name += ch
+            if not self.viable(name):
+                return i, "astray"
+        return len(text), "open"
+
+
+@dataclass
+class Constrained:
+    text: str
+    tokens: int
+    calls: int  # calls the constraint decoded again
+
+
+@dataclass
+class Fault:
+    """The first faulty call of a turn that the constraint can mend: its name, or its argument names."""
+    kind: str  # 'name' or 'arguments'
+    before: list[Call]  # the calls before it, all sound
+    call: Call
+    expected: list[str] | None = None  # the argument names the tool takes
+
+
+def first_fault(spec, task, item, output: str) -> Fault | None:
+    """The turn's first fault when it is a call the constraint can mend (None: sound, unparseable, or a
+    fault in argument values)."""
+    try:
+        calls = get_interface(spec.interface.name).parse(output, strict=spec.strict)
+    except ParseError:
+        return None
+    for i, call in enumerate(calls):
+        reason = task.check_call(call, item)
+        if not reason:
+            continue
+        if reason.startswith("unknown tool"):
+            return Fault("name", calls[:i], call)
+        expected = task.arg_names(item, call.name)
+        if expected is not None and sorted(call.args) != sorted(expected):
+            return Fault("arguments", calls[:i], call, expected)
+        return None
+    return None
+
+
+def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, *, temperature: float
+              ) -> Constrained:
+    """The turn's output with each faulty call decoded again under the constraint (as far as it reaches: a
+    name no ranked token can keep allowed stays as the model wrote it)."""
+    allowed = task.call_names(item, spec.task_options)
+    result = Constrained(output, tokens, 0)
+    if not allowed:
+        return result
+    names, searched = NameSet(allowed), 0
+    for _ in range(MAX_RESUMES):
+        fault = first_fault(spec, task, item, result.text)
+        if fault is None:
+            return result
+        if fault.kind == "name":
+            start = result.text.find(fault.call.name, searched)
+            resumed = _resume_name(names, backend, prompt, result.text, start, fault.call.name, spec, temperature) \
+                if start >= 0 else None
+            searched = max(start, 0)
+        else:
+            resumed = _resume_arguments(fault, backend, prompt, spec, temperature)
+        if resumed is None:
+            return result
+        result = Constrained(resumed[0], resumed[1], result.calls + 1)
+    return result
+
+
+def _go_on(backend, prompt: str, text: str, spec, temperature: float) -> tuple[str, int, int]:
+    """(the free continuation of `text`, its tokens, the tokens of `text`)."""
+    used = len(backend.tokenizer(text, add_special_tokens=False)["input_ids"])
+    rest, n_rest = backend.generate([prompt + text], temperature=temperature, top_p=spec.sampling.top_p,
+                                    max_new_tokens=max(1, spec.sampling.max_new_tokens - used))[0]
+    return rest, n_rest, used
+
+
+def _resume_arguments(fault: Fault, backend, prompt: str, spec, temperature: float) -> tuple[str, int]:
+    """The calls so far, rendered in the interface up to the first argument value the call lacks (or to the
+    end of the call, without the arguments it should not have), then the model's own continuation. Where
+    the text stops comes from two renderings that differ only there."""
+    interface = get_interface(spec.interface.name)
+    kept = {k: fault.call.args[k] for k in fault.expected if k in fault.call.args}
+    missing = [k for k in fault.expected if k not in fault.call.args]
+    if missing:  # stop where the value of the first missing argument starts
+        a, b = ([*fault.before, Call(fault.call.name, {**kept, missing[0]: v})] for v in (1, 2))
+    else:        # stop after the call, where the next call or the end starts
+        a = [*fault.before, Call(fault.call.name, kept)]
+        b = [*a, Call(fault.call.name, kept)]
+    text = os.path.commonprefix([interface.render(a), interface.render(b)])
+    rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature)
+    return text + rest, used + n_rest
+
+
+def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, bad: str, spec, temperature: float
+                 ) -> tuple[str, int] | None:
+    """(output, tokens) with the name at `start` decoded under the constraint, or None when the ranked tokens
+    cannot keep it allowed. A depth-first search: at each point the allowed tokens in rank order, each followed
+    by a free continuation; where the continuation leaves the names a new point opens, and a point without
+    allowed tokens left sends the search back to the one before ("heat" may lead nowhere where "heating" does)."""
+    keep = max(n for n in range(len(bad) + 1) if names.viable(bad[:n]))
+    keep = max((i + 1 for i, ch in enumerate(bad[:keep]) if not ch.isalnum()), default=0)  # a name boundary
+    points = [(output[:start + keep], bad[:keep], None)]
+    for _ in range(MAX_STEPS):
+        while points:
+            text, name, options = points[-1]
+            if options is None:
+                options = _allowed_tokens(names, backend, prompt + text, name)
+                points[-1] = (text, name, options)
+            pick = next(options, None)
+            if pick is not None:
+                break
+            points.pop()
+        else:
+            return None
+        token, read, state = pick
+        text, name = text + token, name + token[:read - (state == "closed")]
+        rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature)
+        if state == "open":
+            read, state = names.advance(name, rest)
+            if state == "astray":
+                points.append((text + rest[:read], name + rest[:read], None))
+                continue
+        return text + rest, used + n_rest
+    return None
+
+
+def _allowed_tokens(names: NameSet, backend, prompt: str, name: str):
+    """The next tokens that keep `name` allowed, most probable first: (token, characters read, state)."""
+    seen = set()
+    for n in RANKS:
+        ranked = backend.next_tokens(prompt, n=n)
+        for token in ranked:
+            read, state = names.advance(name, token)
+            if token and token not in seen and state != "astray":
+                yield token, read, state
+            seen.add(token)
+        if len(ranked) < n:
+            return
