@@ -82,7 +82,8 @@ def sample(job: dict, folder: Path) -> dict:
     from engine.evolve.sampling import rejection_sample
     spec, task, items, backend = _setup(job)
     counts = rejection_sample(spec, task, backend, items, k=job["k"], temperature=job["temperature"],
-                              out_path=job["out"], max_share=job.get("max_share", 1.0))
+                              out_path=job["out"], max_share=job.get("max_share", 1.0),
+                              constrain=job.get("constrain", False))
     return {**counts, "backend": backend.label}
 
 

@@ -49,6 +49,10 @@ class SampleConfig(BaseModel):
     max_share: float = Field(1.0, ge=0.5, le=1.0)  # the most one kind of answer (Task.answer_kind) may make of the kept rows
     replay: int = Field(0, ge=0)  # gold conversations of other train items, under the round's harness, added
                                  # to the round's SFT data: an anchor against drifting to one safe answer
+    # whether sampling mends faulty calls where the harness constrains them (sampling.constrain_calls). Off, a
+    # faulty sample is dropped as written: on 2 CPU cores mending added 83 s and 316 s to two rounds' sampling
+    # of 384 samples at temperature 0.8 and not one kept success
+    constrain: bool = False
 
 
 class ProbeConfig(BaseModel):

@@ -222,3 +222,20 @@ def test_each_tool_with_the_argument_names_it_is_given_passes_the_check(task_nam
         if args is not None:
             assert task.check_call(Call(name, {a: values[a] for a in args}), item) is None, name
     assert task.arg_names(item, "no_such_tool") is None
+
+
+def test_rejection_sampling_mends_calls_only_when_asked(home_data, tmp_path):
+    from engine.evolve.sampling import rejection_sample
+    from engine.jsonl import read_jsonl
+    task, spec = get_task("smart_home", home_data), _constrained("smart_home_json")
+    item = next(i for i in task.load("train") if len(task.gold_calls(i)) == 1 and not task.gold_calls(i)[0].args
+                and task.gold_calls(i)[0].name.count(".") == 2)
+    room, device, method = split_name(task.gold_calls(item)[0].name)
+    prompt = repr(build_messages(spec, task, item))
+    for constrain, kept in ((False, 0), (True, 1)):
+        model = TokenModel(prompt, [answer(room, "boilermaker", method), answer(room, device, method)])
+        counts = rejection_sample(spec, task, model, [item], k=1, temperature=0.0, out_path=tmp_path / "d.jsonl",
+                                  constrain=constrain)
+        assert counts["kept"] == kept and bool(model.ranked) == constrain
+    [(_, row)] = read_jsonl(tmp_path / "d.jsonl")
+    assert row["messages"][-1]["content"] == "".join(answer(room, device, method))

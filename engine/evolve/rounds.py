@@ -247,7 +247,8 @@ class RoundRunner:
                               split="train", checkpoint=self.archive.checkpoint(cid)["path"],
                               backend=self.cfg.backend.model_dump(), item_ids=[it.id for it in items],
                               k=self.cfg.sample.k, temperature=self.cfg.sample.temperature, out=str(path),
-                              max_share=self.cfg.sample.max_share, seed=self.cfg.seed + rid)
+                              max_share=self.cfg.sample.max_share, constrain=self.cfg.sample.constrain,
+                              seed=self.cfg.seed + rid)
             counts = self.executor.run(job, key=step_key(self.archive.path, f"r{rid}", "sample"),
                                        gpus=self.cfg.executor.eval_gpus, log=self.log)
             label = counts.pop("backend", None) or self.cfg.backend.label()  # what the worker ran
@@ -259,7 +260,7 @@ class RoundRunner:
             backend.seed = self.cfg.seed + rid
             counts = rejection_sample(spec, self.task, backend, items, k=self.cfg.sample.k,
                                       temperature=self.cfg.sample.temperature, out_path=path,
-                                      max_share=self.cfg.sample.max_share)
+                                      max_share=self.cfg.sample.max_share, constrain=self.cfg.sample.constrain)
             label = self.cfg.backend.label()
         replayed = 0
         if self.cfg.sample.replay:
@@ -275,6 +276,8 @@ class RoundRunner:
                                            checkpoint_id=cid, meta={"k": self.cfg.sample.k, "round": rid,
                                                                     "temperature": self.cfg.sample.temperature,
                                                                     "max_share": self.cfg.sample.max_share,
+                                                                    "constrained": self.cfg.sample.constrain and
+                                                                    spec.sampling.constrain_calls,
                                                                     "replayed": replayed,
                                                                     "backend": label,
                                                                     "executor": self.cfg.executor.kind},

@@ -12,8 +12,11 @@ from engine.train.data import gold_conversations
 
 
 def rejection_sample(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k: int, temperature: float,
-                     out_path, max_share: float = 1.0) -> dict:
-    """Write the kept conversations to out_path; return the counts for the archive."""
+                     out_path, max_share: float = 1.0, constrain: bool = False) -> dict:
+    """Write the kept conversations to out_path; return the counts for the archive. Without `constrain` the
+    harness's constrained decoding is off here: a faulty sample is dropped as the model wrote it."""
+    if spec.sampling.constrain_calls and not constrain:
+        spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_calls": False})})
     episodes = run_episodes(spec, task, backend, items, k=k, temperature=temperature)
     kept: dict[str, list[dict]] = {}
     seen = set()
