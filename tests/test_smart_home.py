@@ -5,8 +5,10 @@ import json
 import pytest
 
 from conftest import SHARED_DATA, write_lines
+from engine import ASSETS
 from engine.errors import InputError
 from engine.harness.interfaces import Call
+from engine.harness.spec import HarnessSpec
 from engine.tasks import get_task
 from engine.tasks.smart_home import SmartHomeTask
 from engine.tasks.smart_home.data import HOMES_FILE, Home, load_homes, load_rows
@@ -152,7 +154,12 @@ def test_init_passes_generator_options_and_seed_task_options(tmp_path):
     with Archive(tmp_path / "archive.db") as archive:
         with pytest.raises(InputError, match="takes no option 'houses'"):
             Init(archive, InitConfig(sizes={"train": 10}, data={"houses": "h.jsonl"})).data()
-        init = Init(archive, InitConfig(sizes={"train": 10}, seed_task_options={"rooms": "mentioned"}))
+        init = Init(archive, InitConfig(sizes={"train": 10}, seed_task_options={"rooms": "mentioned"},
+                                        seed_sampling={"constrain_calls": True}))
         init.harnesses()
         assert len(init.specs) == 3
-        assert all(spec.task_options == {"rooms": "mentioned"} for _, spec in init.specs.values())
+        assert all(spec.task_options == {"rooms": "mentioned"} and spec.sampling.constrain_calls
+                   and spec.sampling.max_new_tokens == HarnessSpec.load(ASSETS / "harnesses" / "smart_home_json.yaml")
+                   .sampling.max_new_tokens for _, spec in init.specs.values())
+        with pytest.raises(InputError, match="constrain_call"):  # a misspelt setting names itself
+            Init(archive, InitConfig(seed_sampling={"constrain_call": True})).harnesses()
