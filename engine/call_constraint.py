@@ -2,10 +2,14 @@
 item's tools, or whose argument names are not the tool's, is decoded again from where it went wrong.
 
 - A name: from the last name boundary ('.', '_', ...) before it went astray, taking at each point the most
-  probable next token that keeps the name one of the allowed ones, backing off a prefix that leads nowhere.
+  probable next token that keeps the name one of the allowed ones, backing off a prefix that leads nowhere
+  (to the boundaries before it, the model's own ones included). A name is found in output that does not
+  parse too (a turn cut off by the token limit while the model repeats an invented name).
 - Argument names: the calls so far are rendered in the harness's interface up to the first argument value
   the call lacks (or to the end of the call, without the arguments it should not have), and the model goes
   on from there: it writes the value and the rest.
+- The end: an answer ends where its interface closes it (a JSON array, `</calls>`); what the model writes
+  after that is no part of it, as a decoder held to the interface's grammar would stop there.
 
 Engines made for CPUs have no hook into their decoding loop, so the constraint is applied lazily: a turn is
 generated freely and only a faulty call is decoded again, at the cost of one generation (and, for a name,
@@ -14,7 +18,9 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from dataclasses import dataclass
+from functools import cache
 
 from engine.harness.interfaces import Call, ParseError, get_interface
 from engine.models.generation import MAX_RANKED, ChatBackend
@@ -59,7 +65,7 @@ class NameSet:
 class Constrained:
     text: str
     tokens: int
-    calls: int  # calls the constraint decoded again
+    calls: int  # mends: calls the constraint decoded again, and an answer cut where its interface closes it
 
 
 @dataclass
@@ -69,15 +75,16 @@ class Fault:
     before: list[Call]  # the calls before it, all sound
     call: Call
     expected: list[str] | None = None  # the argument names the tool takes
+    start: int | None = None  # where the name starts in the output, when it was found without parsing
 
 
-def first_fault(spec, task, item, output: str) -> Fault | None:
-    """The turn's first fault when it is a call the constraint can mend (None: sound, unparseable, or a
-    fault in argument values)."""
+def first_fault(spec, task, item, output: str, names: NameSet) -> Fault | None:
+    """The turn's first fault when it is a call the constraint can mend (None: sound, a fault in argument
+    values, or unparseable output without a name that goes astray)."""
     try:
         calls = get_interface(spec.interface.name).parse(output, strict=spec.strict)
     except ParseError:
-        return None
+        return _astray_name(spec.interface.name, output, names)
     for i, call in enumerate(calls):
         reason = task.check_call(call, item)
         if not reason:
@@ -91,21 +98,45 @@ def first_fault(spec, task, item, output: str) -> Fault | None:
     return None
 
 
+@cache
+def name_opener(interface: str) -> re.Pattern:
+    """What comes right before a call's name in the interface (`{"name": "` in JSON), whitespace allowed
+    around its punctuation: the common end of the text before the name in two renderings."""
+    render = get_interface(interface).render
+    before = [text[:text.index("qqqq")] for text in (render([Call("qqqq")]), render([Call("aaaa"), Call("qqqq")]))]
+    words = re.findall(r"\w+|[^\w\s]", os.path.commonprefix([b[::-1] for b in before])[::-1])
+    pattern = re.escape(words[0])
+    for a, b in zip(words, words[1:]):
+        pattern += (r"\s+" if a[-1].isalnum() and b[0].isalnum() else r"\s*") + re.escape(b)
+    return re.compile(pattern)
+
+
+def _astray_name(interface: str, output: str, names: NameSet) -> Fault | None:
+    """The first name in output that does not parse that leaves the allowed names (one still allowed where
+    the output ends was cut off, not invented)."""
+    for m in name_opener(interface).finditer(output):
+        _, state = names.advance("", output[m.end():])
+        if state == "astray":
+            bad = re.match(r"[^\s\"'<>]*", output[m.end():]).group()
+            return Fault("name", [], Call(bad), start=m.end())
+    return None
+
+
 def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, *, temperature: float
               ) -> Constrained:
-    """The turn's output with each faulty call decoded again under the constraint (as far as it reaches: a
-    name no ranked token can keep allowed stays as the model wrote it)."""
-    allowed = task.call_names(item, spec.task_options)
-    result = Constrained(output, tokens, 0)
-    if not allowed:
-        return result
-    names, searched = NameSet(allowed), 0
+    """The turn's output ended where its answer is complete, with each faulty call decoded again under the
+    constraint (as far as it reaches: a name no ranked token can keep allowed stays as the model wrote it)."""
+    names, searched = NameSet(task.call_names(item, spec.task_options)), 0
+    interface, result = get_interface(spec.interface.name), Constrained(output, tokens, 0)
     for _ in range(MAX_RESUMES):
-        fault = first_fault(spec, task, item, result.text)
+        result = _end_answer(result, interface, backend)
+        if not names.names:
+            return result
+        fault = first_fault(spec, task, item, result.text, names)
         if fault is None:
             return result
         if fault.kind == "name":
-            start = result.text.find(fault.call.name, searched)
+            start = fault.start if fault.start is not None else result.text.find(fault.call.name, searched)
             resumed = _resume_name(names, backend, prompt, result.text, start, fault.call.name, spec, temperature) \
                 if start >= 0 else None
             searched = max(start, 0)
@@ -114,12 +145,25 @@ def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, 
         if resumed is None:
             return result
         result = Constrained(resumed[0], resumed[1], result.calls + 1)
-    return result
+    return _end_answer(result, interface, backend)
+
+
+def _end_answer(result: Constrained, interface, backend) -> Constrained:
+    """The output without what follows the end of its answer."""
+    end = interface.answer_end(result.text)
+    if end is None or not result.text[end:].strip():
+        return result
+    text = result.text[:end]
+    return Constrained(text, _tokens(backend, text), result.calls + 1)
+
+
+def _tokens(backend, text: str) -> int:
+    return len(backend.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _go_on(backend, prompt: str, text: str, spec, temperature: float) -> tuple[str, int, int]:
     """(the free continuation of `text`, its tokens, the tokens of `text`)."""
-    used = len(backend.tokenizer(text, add_special_tokens=False)["input_ids"])
+    used = _tokens(backend, text)
     rest, n_rest = backend.generate([prompt + text], temperature=temperature, top_p=spec.sampling.top_p,
                                     max_new_tokens=max(1, spec.sampling.max_new_tokens - used))[0]
     return rest, n_rest, used
@@ -147,10 +191,13 @@ def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, 
     """(output, tokens) with the name at `start` decoded under the constraint, or None when the ranked tokens
     cannot keep it allowed. A depth-first search: at each point the allowed tokens in rank order, each followed
     by a free continuation; where the continuation leaves the names a new point opens, and a point without
-    allowed tokens left sends the search back to the one before ("heat" may lead nowhere where "heating" does)."""
+    allowed tokens left sends the search back to the one before ("heat" may lead nowhere where "heating" does).
+    The search starts at the last name boundary before the name goes astray, with the boundaries before it
+    to fall back on: `set_` may allow no ranked token where `study_room.curtain.` allows `close`."""
     keep = max(n for n in range(len(bad) + 1) if names.viable(bad[:n]))
-    keep = max((i + 1 for i, ch in enumerate(bad[:keep]) if not ch.isalnum()), default=0)  # a name boundary
-    points = [(output[:start + keep], bad[:keep], None)]
+    bounds = [0] + [i + 1 for i, ch in enumerate(bad[:keep]) if not ch.isalnum()]  # the name boundaries
+    points = [(output[:start + b], bad[:b], None) for b in bounds]
+    dead = set()  # points without allowed tokens left: a continuation that reaches one again goes no further
     for _ in range(MAX_STEPS):
         while points:
             text, name, options = points[-1]
@@ -160,6 +207,7 @@ def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, 
             pick = next(options, None)
             if pick is not None:
                 break
+            dead.add(text)
             points.pop()
         else:
             return None
@@ -169,7 +217,8 @@ def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, 
         if state == "open":
             read, state = names.advance(name, rest)
             if state == "astray":
-                points.append((text + rest[:read], name + rest[:read], None))
+                if text + rest[:read] not in dead:
+                    points.append((text + rest[:read], name + rest[:read], None))
                 continue
         return text + rest, used + n_rest
     return None

@@ -25,7 +25,7 @@ class Turn:
     feedback: str
     reward: float
     mismatch_kind: str | None = None  # one of MISMATCH_KINDS when parse_error is set
-    constrained: int = 0  # calls constrained decoding decoded again (`sampling.constrain_calls`)
+    constrained: int = 0  # mends constrained decoding made (`sampling.constrain_calls`): calls decoded again, an answer ended
     free_output: str | None = None  # the model's own output, where constrained decoding mended it
 
     @property

@@ -38,7 +38,7 @@ cols = st.columns(6)
 cols[0].metric("Task / split", f"{ev['task']} / {ev['split']}")
 cols[1].metric("Score", components.num(ev["score"]))
 cols[2].metric("TIMR", components.pct(ev["timr"]), help=f"{ev['mismatched_turns']} of {ev['turns']} turns" + (
-    f"; constrained decoding mended a call in {ev['constrained_turns']}" if ev.get("constrained_turns") else ""))
+    f"; constrained decoding mended {ev['constrained_turns']} turn(s)" if ev.get("constrained_turns") else ""))
 cols[3].metric("Episodes", ev["episodes"])
 cols[4].metric("Round", ev["round"] or "-")
 cols[5].metric("Top answer", components.pct(ev["top_answer_share"]),
@@ -67,7 +67,7 @@ if ep["input"]:
 for t in ep["turns"]:
     with st.container(border=True):
         mark = ":red-background[**MISMATCH**]" if t["mismatch"] else ":green-background[parsed]"
-        chosen = f" · {t['constrained']} call(s) mended by constrained decoding" if t.get("constrained") else ""
+        chosen = f" · {t['constrained']} mend(s) by constrained decoding" if t.get("constrained") else ""
         st.markdown(f"**Turn {t['turn']}** · {mark} · reward {t['reward']:.2f} · {t['tokens']} tokens{chosen}")
         with st.expander("Prompt as the model saw it"):
             st.code(t["prompt"], language=None, wrap_lines=True)

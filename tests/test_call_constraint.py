@@ -5,7 +5,7 @@ and the model goes on from there. A turn mended this way is no mismatch, and the
 import pytest
 
 from engine import ASSETS
-from engine.call_constraint import NameSet
+from engine.call_constraint import NameSet, name_opener
 from engine.errors import CoevoError
 from engine.harness.interfaces import Call, get_interface
 from engine.harness.spec import HarnessSpec
@@ -112,6 +112,66 @@ def test_a_prefix_that_leads_nowhere_is_backed_off(case):
     assert stats["timr"] == 0.0 and stats["constrained_turns"] == 1
     # ranked once at the name boundary, once after "heat"; the first point's ranking is reused on the way back
     assert model.ranked == [OPEN + room + ".", OPEN + room + "." + device[:-2]]
+
+
+def test_a_dead_end_at_the_models_own_boundary_backs_off_to_the_one_before(home_data):
+    """The model writes `room.device.set_nothing`: after `set_` no ranked token leads to a method, so the
+    search goes back to `room.device.`, where `set_` is known to lead nowhere and the next token is taken."""
+    task = get_task("smart_home", home_data)
+    spec = _constrained("smart_home_json")
+    item, (room, device, method, _) = _home_call(task, with_params=False)
+    assert any(m.startswith("set_") for m in item.context.devices[(room, device)]), "a device with a set_ method"
+    prompt = repr(build_messages(spec, task, item))
+    bad = [OPEN, room, ".", device, ".", "set_", "nothing", CLOSE]
+    model = TokenModel(prompt, [bad, answer(room, device, method)])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].output == "".join(answer(room, device, method)) and stats["timr"] == 0.0
+    assert model.ranked == [OPEN + f"{room}.{device}.set_", OPEN + f"{room}.{device}."]
+
+
+def test_a_name_astray_in_output_cut_off_by_the_token_limit_is_decoded_again(case):
+    """A turn that never closes its answer (the model runs on with an invented device) does not parse; the
+    invented name is found all the same and decoded again, and the model's own continuation closes it."""
+    spec, task, item, prompt, (room, device, method) = case
+    runaway = [OPEN, room, ".", "boilermaker", ".", method] + ['", "args": {}}, {"name": "' + room + ".boilermaker"] * 3
+    model = TokenModel(prompt, [runaway, answer(room, device, method)])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.free_output == "".join(runaway) and turn.output == "".join(answer(room, device, method))
+    assert stats["timr"] == 0.0 and turn.constrained == 1
+    # a name still allowed where the output is cut off was not invented: that turn stays a mismatch
+    cut = [OPEN, room, ".", device[:2]]
+    model = TokenModel(prompt, [cut, answer(room, device, method)])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].mismatch_kind == "unparseable" and model.ranked == []
+
+
+@pytest.mark.parametrize("interface", ["json", "xml"])
+def test_an_answer_ends_where_its_interface_closes_it(home_data, interface):
+    """The model closes its answer and writes on (a second answer): the turn is the first, as a decoder held
+    to the interface's grammar would have stopped there; what the model wrote is kept."""
+    task = get_task("smart_home", home_data)
+    spec = _constrained(f"smart_home_{interface}")
+    item, (room, device, method, _) = _home_call(task, with_params=False)
+    render = get_interface(interface).render
+    answer_text = render([Call(f"{room}.{device}.{method}")])
+    model = TokenModel(repr(build_messages(spec, task, item)), [[answer_text, "\n" + render([Call("error_input")])]])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == answer_text and turn.free_output.startswith(answer_text + "\n")
+    assert stats["timr"] == 0.0 and turn.constrained == 1 and model.ranked == []
+    iface = get_interface(interface)
+    assert iface.answer_end(" " + answer_text + "junk") == len(answer_text) + 1
+    assert iface.answer_end(answer_text[:-3]) is None and iface.answer_end("Sure: " + answer_text) is None
+
+
+@pytest.mark.parametrize("interface", ["json", "xml", "tool_call"])
+def test_the_name_opener_finds_each_call_name_in_the_interfaces_output(interface):
+    text = get_interface(interface).render([Call("kitchen.light.turn_on"), Call("oven.set_mode", {"mode": 1})])
+    found = [text[m.end():m.end() + 7] for m in name_opener(interface).finditer(text)]
+    assert found == ["kitchen", "oven.se"]
+    spaced = text.replace("><", ">\n  <").replace('": "', '":"')  # as a model may space it
+    assert len(list(name_opener(interface).finditer(spaced))) == 2
 
 
 def test_a_name_no_ranked_token_keeps_allowed_stays_a_mismatch(case):

@@ -56,6 +56,11 @@ class Interface:
         """Strict: the whole output must be the format. Lenient: find it inside other text."""
         raise NotImplementedError
 
+    def answer_end(self, text: str) -> int | None:
+        """Where the answer that `text` starts with is complete, so that what follows is not part of it (None:
+        it is not complete there, or the format has no end of its own)."""
+        return None
+
 
 def check_calls(calls: list[Call]) -> list[Call]:
     if not calls:

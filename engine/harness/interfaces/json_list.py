@@ -30,3 +30,13 @@ class JsonInterface(Interface):
         if not isinstance(data, list):
             raise SchemaError(f"expected a JSON array, got {type(data).__name__}")
         return check_calls([check_call_obj(obj, f"call {i}", "name", "args") for i, obj in enumerate(data)])
+
+    def answer_end(self, text: str) -> int | None:
+        body = text.lstrip()
+        if not body.startswith("["):
+            return None
+        try:
+            _, end = json.JSONDecoder().raw_decode(body)
+        except json.JSONDecodeError:
+            return None
+        return len(text) - len(body) + end

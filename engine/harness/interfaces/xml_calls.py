@@ -26,6 +26,10 @@ class XmlInterface(Interface):
             parts.append(f'<call name="{_esc(c.name)}">{args}</call>')
         return "<calls>" + "".join(parts) + "</calls>"
 
+    def answer_end(self, text: str) -> int | None:
+        end = text.find("</calls>")
+        return end + len("</calls>") if text.lstrip().startswith("<calls>") and end >= 0 else None
+
     def parse(self, text: str, strict: bool = True) -> list[Call]:
         body = text.strip()
         if not strict:
