@@ -102,8 +102,8 @@ def first_fault(spec, task, item, output: str, names: NameSet) -> Fault | None:
 def name_opener(interface: str) -> re.Pattern:
     """What comes right before a call's name in the interface (`{"name": "` in JSON), whitespace allowed
     around its punctuation: the common end of the text before the name in two renderings."""
-    render = get_interface(interface).render
-    before = [text[:text.index("qqqq")] for text in (render([Call("qqqq")]), render([Call("aaaa"), Call("qqqq")]))]
+    render, name = get_interface(interface).render, "qqqq"  # a name that occurs nowhere else in a rendering
+    before = [text[:text.index(name)] for text in (render([Call(name)]), render([Call("aaaa"), Call(name)]))]
     words = re.findall(r"\w+|[^\w\s]", os.path.commonprefix([b[::-1] for b in before])[::-1])
     pattern = re.escape(words[0])
     for a, b in zip(words, words[1:]):

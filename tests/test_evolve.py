@@ -340,3 +340,53 @@ def test_the_offline_editor_favours_operators_for_the_parents_main_fault():
     assert share["format"] > 0.7 and share["content"] < 0.25, share
     again = edit({"spec": SEED}, rng=random.Random(7), successes=successes, scores=schema)
     assert again.operator == picks["content"][7] and "main fault: content" in again.rationale
+
+
+def test_the_contenders_full_probe_runs_only_the_items_their_first_probe_did_not(archive, home_data):
+    """Every candidate is probed on the first items, the two best on all of them: an item is run once per
+    candidate, and each stored probe holds every one of its items."""
+    from engine.evolve.inheritance import InheritContext, staged_probe
+    from engine.tasks import get_task
+
+    class Counting:
+        """Answers every item with its gold calls on checkpoint c1, with error_input elsewhere."""
+        def __init__(self, cid):
+            self.cid, self.seen = cid, []
+
+        def chat_prompt(self, messages):
+            return messages[-1]["content"]
+
+        def generate(self, prompts, **kw):
+            self.seen += prompts
+            out = []
+            for p in prompts:
+                item = next(i for i in items if i.input in p)
+                calls = task.gold_calls(item) if self.cid == "c1" else [Call("error_input")]
+                out.append((get_interface("json").render(calls), 5))
+            return out
+
+    from engine.harness.interfaces import Call, get_interface
+    task = get_task("smart_home", home_data)
+    items = task.load("dev")[:6]
+    spec = HarnessSpec.from_dict(SEED)
+    hid = archive.add_harness(SEED, creator="seed")
+    cids = [archive.add_checkpoint(name=n, path=f"/nonexistent/{n}", kind="sft") for n in ("c1", "c2", "c3")]
+    backends = {cid: Counting(archive.checkpoint(cid)["name"]) for cid in cids}
+    ctx = InheritContext(archive, spec, task, items, latest=cids[0], start=cids[0], round=1, stage1=2, contenders=2,
+                         backend_cache=dict(backends), harness_id=hid)
+    results = staged_probe(ctx, cids)
+    seen = {archive.checkpoint(c)["name"]: len(b.seen) for c, b in backends.items()}
+    assert seen == {"c1": 6, "c2": 6, "c3": 2}  # two contenders to 6 items, the third stopped at 2
+    assert all(len(b.seen) == len(set(b.seen)) for b in backends.values())  # no item run twice
+    full = archive.evaluation(results[cids[0]]["evaluation"])
+    assert results[cids[0]]["n"] == 6 and full["episodes"] == 6 and full["config"]["reused"] == 2
+    assert results[cids[0]]["score"] == 1.0 and [e["item_id"] for e in archive.episodes(full["id"])] == \
+        [i.id for i in items]
+    # a pair's evaluation serves as its probe on items it holds, run on the same engine
+    from engine.evolve.inheritance import read_probe
+    from engine.models import BackendSpec
+    read = read_probe(ctx, full, items[2:5])
+    assert read == {"score": 1.0, "timr": 0.0, "n": 3, "evaluation": full["id"]}
+    assert read_probe(ctx, full, task.load("dev")[5:7]) is None  # item 6 is not in it
+    other = InheritContext(**{**ctx.__dict__, "backend": BackendSpec(name="ctranslate2", compute_type="int8")})
+    assert read_probe(other, full, items[2:5]) is None

@@ -150,6 +150,9 @@ def test_an_edit_that_probes_worse_than_its_parent_pair_is_rejected(small_defaul
         acceptance = a.decision(results["inherit"]["decision"])["evidence"]["acceptance"]
         assert not acceptance["accepted"] and acceptance["rule"] == rule
         assert acceptance["parent_probe"]["score"] > acceptance["edited_probe"]["score"]
+        # the parent pair's probe is read off its own evaluation on the split, not run again
+        assert acceptance["parent_probe"]["evaluation"] == best["id"]
+        assert acceptance["parent_probe"]["n"] == acceptance["edited_probe"]["n"] == cfg.probe.items
         if rule == "not_significantly_worse":
             test = acceptance["test"]
             assert test["parent_wins"] > test["edited_wins"] and test["p"] < cfg.edit_alpha

@@ -318,7 +318,7 @@ class Archive:
         """Per harness, its best evaluation on a task split (score first, then lower TIMR), with the counts
         of its mismatch kinds."""
         out: dict[str, dict] = {}
-        for r in self.query("SELECT harness_id, checkpoint_id, score, timr, mismatch_kinds FROM evaluations "
+        for r in self.query("SELECT id, harness_id, checkpoint_id, score, timr, mismatch_kinds FROM evaluations "
                             "WHERE task = ? AND split = ? ORDER BY score DESC, timr ASC, id ASC", (task, split)):
             if r["harness_id"] not in out:
                 out[r["harness_id"]] = {**r, "mismatch_kinds": json.loads(r["mismatch_kinds"] or "{}")}

@@ -2,6 +2,7 @@
 (candidates, evidence, choice, rationale) that becomes a decision row."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from engine.archive import Archive, probe_split
@@ -29,6 +30,9 @@ class InheritContext:
     harness_id: str | None = None   # set: every probe is stored as an evaluation on split '<split>:probe'
     split: str = "dev"              # where the probe items come from
     excluded: set[str] = field(default_factory=set)  # checkpoints a person excluded from inheritance
+    # (harness spec, checkpoint) -> {item id: episode}: what probes ran, so that a longer probe of the same
+    # pair runs only the items the shorter one did not
+    episodes: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -53,24 +57,48 @@ def candidates(archive: Archive, task: str, excluded: set[str] = frozenset()) ->
 
 def probe(ctx: InheritContext, cid: str, items: list[Item]) -> dict:
     """The pair's score and TIMR on the probe items. Stored as an evaluation of its own split (so the
-    matrix shows it, marked as a probe), and reused from there when a killed round probes again."""
+    matrix shows it, marked as a probe), and reused from there when a killed round probes again. Items the
+    pair was already probed on in this context are not run again (the contenders' full probe extends their
+    first one)."""
     split = probe_split(ctx.split)
     if ctx.harness_id:
         found = ctx.archive.find_evaluation(ctx.harness_id, cid, ctx.task.name, split, episodes=len(items))
         if found:
             return {"score": found["score"], "timr": found["timr"], "n": len(items), "evaluation": found["id"]}
-    backend = ctx.backend_cache.get(cid) or load_backend(ctx.backend, ctx.archive.checkpoint(cid)["path"])
-    ctx.backend_cache[cid] = backend
-    episodes, seconds = timed(run_episodes, ctx.spec, ctx.task, backend, items)
+    ran = ctx.episodes.setdefault((ctx.spec.model_dump_json(), cid), {})
+    todo = [it for it in items if it.id not in ran]
+    seconds = 0.0
+    if todo:
+        backend = ctx.backend_cache.get(cid) or load_backend(ctx.backend, ctx.archive.checkpoint(cid)["path"])
+        ctx.backend_cache[cid] = backend
+        fresh, seconds = timed(run_episodes, ctx.spec, ctx.task, backend, todo)
+        ran.update((e.item.id, e) for e in fresh)
+    episodes = [ran[it.id] for it in items]
     score, metrics = ctx.task.score(items, [e.prediction for e in episodes])
     stats = summarize(episodes)
     out = {"score": score, "timr": stats["timr"], "n": len(items)}
     if ctx.harness_id:
         record = dict(harness_id=ctx.harness_id, checkpoint_id=cid, task=ctx.task.name, split=split, score=score,
                       metrics=metrics, seconds=seconds, round=ctx.round,
-                      config={"probe": True, "limit": len(items), "backend": ctx.backend.label()}, **stats)
+                      config={"probe": True, "limit": len(items), "reused": len(items) - len(todo),
+                              "backend": ctx.backend.label()}, **stats)
         out["evaluation"] = ctx.archive.add_evaluation(record, *episode_rows(episodes))
     return out
+
+
+def read_probe(ctx: InheritContext, evaluation: dict, items: list[Item]) -> dict | None:
+    """The pair's probe read off its evaluation on the split, when that evaluation holds every probe item and
+    ran on the context's backend: the same items, harness, checkpoint and engine need no second run. None
+    otherwise."""
+    rows = {e["item_id"]: e for e in ctx.archive.episodes(evaluation["id"])}
+    if (evaluation["config"] or {}).get("backend") != ctx.backend.label() or any(it.id not in rows for it in items):
+        return None
+    episodes = [rows[it.id] for it in items]
+    score, _ = ctx.task.score(items, [None if e["prediction"] is None else json.loads(e["prediction"])
+                                      for e in episodes])
+    turns = sum(e["turns"] for e in episodes)
+    return {"score": score, "timr": sum(e["mismatched_turns"] for e in episodes) / turns if turns else 0.0,
+            "n": len(items), "evaluation": evaluation["id"]}
 
 
 def staged_probe(ctx: InheritContext, cids: list[str]) -> dict[str, dict]:

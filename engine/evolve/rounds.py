@@ -20,7 +20,7 @@ from engine.evolve.acceptance import ACCEPTANCE
 from engine.evolve.curator import parent_weights, pick_parent
 from engine.evolve.editors import get_editor
 from engine.evolve.editors.llm import EditorError
-from engine.evolve.inheritance import POLICIES, InheritContext, probe
+from engine.evolve.inheritance import POLICIES, InheritContext, probe, read_probe
 from engine.evolve import steering
 from engine.executors import get_executor, rollout_job, step_key
 from engine.evolve.sampling import rejection_sample, with_replay
@@ -222,7 +222,8 @@ class RoundRunner:
             return None
         pctx = dataclasses.replace(ctx, spec=HarnessSpec.from_dict(self.archive.harness(parent)["spec"]),
                                    harness_id=parent)
-        old = probe(pctx, best["checkpoint_id"], ctx.probe_items)
+        old = read_probe(pctx, self.archive.evaluation(best["id"]), ctx.probe_items) \
+            or probe(pctx, best["checkpoint_id"], ctx.probe_items)
         verdict = ACCEPTANCE.get(self.cfg.accept_edit)(self.archive, old, new, self.cfg.edit_alpha)
         return {**verdict, "rule": self.cfg.accept_edit, "parent": parent, "parent_checkpoint": best["checkpoint_id"],
                 "parent_probe": old, "edited_probe": new}
