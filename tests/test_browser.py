@@ -191,6 +191,7 @@ def test_steer_a_round_in_chromium(one_round, small_default, tmp_path):
         settle(page, "Steer")
         click_button(page, "Validate and enter as the next round's harness")
         page.get_by_text("Waiting for the next round: harness").wait_for(timeout=30_000)
+        settle(page, "Steer")  # a click while the script still runs can land on a widget about to be replaced
         click_button(page, "Pin as the next inheritance")
         page.get_by_text(f"Pinned for the next round: {newest_ckpt}").wait_for(timeout=30_000)
         with Archive(path, readonly=True) as a:
