@@ -135,7 +135,8 @@ def main() -> None:
     ap.add_argument("--seed-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a task option set on every seed harness, e.g. rooms=mentioned")
     ap.add_argument("--fix-option", action="append", default=[], metavar="KEY",
-                    help="a task option the rounds' edits keep as their parent has it, e.g. rooms")
+                    help="a task option the rounds' edits keep as their parent has it, e.g. rooms (added to the "
+                         "preset's)")
     ap.add_argument("--ablate", action="store_true",
                     help="run every mode (coevo, harness-only, model-only, no-inheritance) from the same start "
                          "and evaluate each mode's best round pair on the official rows")
@@ -150,7 +151,9 @@ def main() -> None:
     config.data.update(key_values(args.data, "--data"))
     config.seed_task_options.update(key_values(args.seed_option, "--seed-option"))
     config = with_settings(config, key_values(args.init, "--init"), "--init")
-    cfg = load_run_config(task=args.task, brain=args.brain, fixed_task_options=args.fix_option or None)
+    preset = load_run_config(task=args.task, brain=args.brain)
+    cfg = load_run_config(task=args.task, brain=args.brain, fixed_task_options=(
+        list(dict.fromkeys(preset.fixed_task_options + args.fix_option)) if args.fix_option else None))
     cfg = with_settings(cfg, key_values(args.set, "--set"))
     t0 = time.perf_counter()
     with Archive(path) as archive, ExitStack() as stack:

@@ -301,16 +301,19 @@ def test_change_task_option_sets_one_declared_option_of_the_task():
         assert value in space[key] and key in edit.rationale
         parse_options(edit.spec["task_options"])  # the task accepts what the editor wrote
     # a harness silent on an option has its default: the edit changes what is in force, never restates it
-    for seed in range(10):
-        assert change_task_option(json.loads(json.dumps(SEED)), random.Random(seed), []).spec["task_options"] == \
-            {"rooms": "mentioned"}
+    seen = {json.dumps(change_task_option(json.loads(json.dumps(SEED)), random.Random(seed), []).spec["task_options"])
+            for seed in range(20)}
+    assert seen == {'{"rooms": "mentioned"}', '{"state": "values"}'}
 
 
 def test_fixed_task_options_are_kept_by_every_edit(round_archive, endpoint):
-    # offline: never the fixed option, whatever the seed (SEED's only option is rooms)
+    # offline: never a fixed option, whatever the seed; with every option fixed, no option edit at all
     for seed in range(30):
         edit = get_editor("offline")({"spec": SEED}, rng=random.Random(seed), successes=[], scores={},
                                      fixed_task_options=["rooms"])
+        assert "rooms" not in edit.spec.get("task_options", {})
+        edit = get_editor("offline")({"spec": SEED}, rng=random.Random(seed), successes=[], scores={},
+                                     fixed_task_options=["rooms", "state"])
         assert edit.operator != "change_task_option" and edit.spec.get("task_options") == SEED.get("task_options")
     # llm: a reply that changes a fixed option is refused, and the round goes on offline
     changed = {**SEED, "task_options": {"rooms": "mentioned"}}

@@ -1,6 +1,7 @@
 import collections
 import filecmp
 import json
+import re
 
 import pytest
 
@@ -163,3 +164,88 @@ def test_init_passes_generator_options_and_seed_task_options(tmp_path):
                    .sampling.max_new_tokens for _, spec in init.specs.values())
         with pytest.raises(InputError, match="constrain_call"):  # a misspelt setting names itself
             Init(archive, InitConfig(seed_sampling={"constrain_call": True})).harnesses()
+
+
+def _home_with_quirks(tmp_path):
+    """A HomeBench-format home whose status spells things as the benchmark's file does: bounds as strings,
+    an attribute name with a leading space, a colour list, and a whole-home device without a room."""
+    home = {"home_id": 0, "method": [
+        {"room_name": "kitchen", "device_name": "light", "operation": op, "parameters": ps} for op, ps in
+        [("turn_on", []), ("turn_off", []), ("set_brightness", [{"name": "brightness", "type": "int"}])]] + [
+        {"room_name": "kitchen", "device_name": "curtain", "operation": op, "parameters": ps} for op, ps in
+        [("open", []), ("close", []), ("set_degree", [{"name": "degree", "type": "int"}])]] + [
+        {"room_name": "None", "device_name": "vacuum_robot", "operation": "start", "parameters": []}],
+        "home_status": {"kitchen": {"room_name": "kitchen",
+                                    "light": {"state": "on", "attributes": {
+                                        "brightness": {"value": 79, "lowest": "0", "highest": "100"},
+                                        "color": {"value": [1, 2, 3]}}},
+                                    "curtain": {"state": "open", "attributes": {
+                                        " degree": {"value": 10, "lowest": 0, "highest": "100"}}}},
+                        "VacuumRobot": {"state": "off"}}}
+    write_lines(tmp_path / HOMES_FILE, [json.dumps(home)])
+    return home
+
+
+def test_the_state_option_shows_each_devices_current_values_and_ranges(tmp_path):
+    _home_with_quirks(tmp_path)
+    write_lines(tmp_path / "dev.jsonl", [json.dumps({"id": "a", "input": "Raise the kitchen light by 30%.",
+                                                     "output": "''' kitchen.light.set_brightness(100)'''",
+                                                     "home_id": 0, "type": "normal"})])
+    task = get_task("smart_home", tmp_path)
+    (item,) = task.load("dev")
+    assert task.context(item, {"state": "values"}).splitlines() == [
+        "kitchen.light: turn_on turn_off set_brightness(brightness) (now: on, brightness=79 of 0-100)",
+        "kitchen.curtain: open close set_degree(degree) (now: open, degree=10 of 0-100)",
+        "vacuum_robot: start"]
+    assert task.context(item, {"state": "none"}) == task.context(item)
+    assert "now:" not in task.context(item)
+    assert task.option_space["state"] == ["none", "values"]  # an editor may turn it on or off
+
+
+def _direction(text: str) -> int:
+    lowered = text.lower()
+    up = any(w in lowered for w in ("increase", "raise", "turn up", " up by"))
+    down = any(w in lowered for w in ("decrease", "lower", "turn down", "reduce"))
+    assert up != down, text
+    return 1 if up else -1
+
+
+def test_relative_requests_are_answered_from_the_current_value_within_its_range(tmp_path):
+    """A valid single request "raise ... by N" asks for the current value plus N, held to the range; with
+    `relative_share` 0 (the default) no request is relative and the files are those of earlier versions."""
+    SmartHomeTask.generate(tmp_path, seed=4, sizes={"train": 1500}, relative_share=0.6, max_ops=10)
+    task = get_task("smart_home", tmp_path)
+    items = task.load("train")
+    relative = [i for i in items if re.search(r" by \d+", i.input)]
+    assert 0.1 < len(relative) / len(items) < 0.6
+    assert {i.category for i in relative} >= {"VS", "IS", "VM", "MM"}  # invalid requests are phrased alike
+    clamped = 0
+    for item in (i for i in relative if i.category == "VS"):
+        (call,) = task.gold_calls(item)
+        room, device, _ = call.name.split(".")
+        ((param, value),) = call.args.items()
+        state = item.context.state(room, device)
+        lo, hi = state.ranges[param]
+        delta = int(re.search(r" by (\d+)", item.input).group(1))
+        expected = state.values[param] + _direction(item.input) * delta
+        assert value == min(hi, max(lo, expected)), item.input
+        clamped += value != expected
+    assert clamped > 0  # some changes run past the range and are held to it
+    plain = tmp_path / "plain"
+    SmartHomeTask.generate(plain, seed=4, sizes={"train": 400})
+    assert not [i for i in get_task("smart_home", plain).load("train") if re.search(r" by \d+", i.input)]
+
+
+def test_multi_device_requests_run_up_to_max_ops_and_options_are_checked(tmp_path):
+    SmartHomeTask.generate(tmp_path, seed=2, sizes={"train": 400}, max_ops="10")  # a command-line string
+    items = get_task("smart_home", tmp_path).load("train")
+    sizes = collections.Counter(int(re.match(r"multi(\d+)_", i.meta["type"]).group(1)) for i in items
+                                if i.meta["type"].startswith("multi"))
+    assert set(sizes) == set(range(2, 11))
+    assert all(len(get_task("smart_home", tmp_path).gold_calls(i)) == int(re.match(r"multi(\d+)", i.meta["type"])
+                                                                          .group(1))
+               for i in items if i.meta["type"].startswith("multi"))
+    with pytest.raises(InputError, match=r"data.max_ops"):
+        SmartHomeTask.generate(tmp_path / "bad", seed=0, sizes={"train": 1}, max_ops=11)
+    with pytest.raises(InputError, match=r"data.relative_share"):
+        SmartHomeTask.generate(tmp_path / "bad", seed=0, sizes={"train": 1}, relative_share="half")

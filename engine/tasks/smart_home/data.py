@@ -14,11 +14,42 @@ NO_ROOM = "None"  # HomeBench's room_name for whole-home devices
 
 
 @dataclass
+class DeviceState:
+    """A device's state as the homes file gives it: power, attribute values, and the ranges of numbers."""
+    power: str | None
+    values: dict[str, int | str]
+    ranges: dict[str, tuple[int, int]]
+
+
+def device_state(entry) -> DeviceState | None:
+    """One `home_status[room][device]` entry. HomeBench writes some bounds as strings ("16") and some
+    attribute names with a leading space (" degree"); free-form values (colours) are left out."""
+    if not isinstance(entry, dict):
+        return None
+    values, ranges = {}, {}
+    for name, attr in (entry.get("attributes") or {}).items():
+        value = attr.get("value") if isinstance(attr, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            continue
+        values[name.strip()] = value
+        try:
+            ranges[name.strip()] = (int(attr["lowest"]), int(attr["highest"]))
+        except (KeyError, TypeError, ValueError):
+            pass
+    power = entry.get("state")
+    return DeviceState(power if isinstance(power, str) else None, values, ranges)
+
+
+@dataclass
 class Home:
     home_id: int
     status: dict
     # (room, device) -> {method: [parameter names]} in file order
     devices: dict[tuple[str, str], dict[str, list[str]]] = field(default_factory=dict)
+
+    def state(self, room: str, device: str) -> DeviceState | None:
+        room_status = self.status.get(room) if room != NO_ROOM else None
+        return device_state(room_status.get(device)) if isinstance(room_status, dict) else None
 
     def has(self, room: str, device: str, method: str) -> bool:
         return method in self.devices.get((room, device), {})

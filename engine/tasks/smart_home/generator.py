@@ -5,9 +5,11 @@ import random
 import shutil
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from engine.jsonl import read_jsonl, write_jsonl
 from engine.tasks.smart_home.catalog import CORE_METHODS, DEVICES, spoken_room
-from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, load_homes
+from engine.tasks.smart_home.data import HOMES_FILE, NO_ROOM, device_state, load_homes
 
 ROOMS = ["living_room", "master_bedroom", "guest_bedroom", "kitchen", "study_room", "dining_room",
          "bathroom", "balcony", "garage", "corridor"]
@@ -65,6 +67,13 @@ ATTRIBUTE_SETTERS = {  # phrasings that name the attribute by its value's unit o
     "interval": ["Set the {room} {dev} to run every {value} minutes"],
 }
 UNITS = {"temperature": "{} degrees", "brightness": "{}%", "degree": "{}%", "interval": "{} minutes"}
+# A relative request names a change, not a value, as in HomeBench's own prompt example ("Lower the air
+# conditioner temperature in the guest bedroom by 1 degree"): the answer is the device's current value plus or
+# minus the change, held to the attribute's range.
+RELATIVE = {+1: ["Increase the {attr} of the {dev} in the {room} by {delta}", "Raise the {room} {dev} {attr} by {delta}",
+                 "Turn up the {attr} of the {room} {dev} by {delta}", "Bump the {room} {dev}'s {attr} up by {delta}"],
+            -1: ["Decrease the {attr} of the {dev} in the {room} by {delta}", "Lower the {room} {dev} {attr} by {delta}",
+                 "Turn down the {attr} of the {room} {dev} by {delta}", "Reduce the {room} {dev}'s {attr} by {delta}"]}
 FRAMES = [("{}.", 4), ("Please {}.", 2), ("Could you {}?", 1), ("Can you {}?", 1), ("I'd like you to {}.", 1),
           ("Hey, {}.", 1)]
 CONNECTORS = [" and ", ", then ", ", and also ", ". Also, "]
@@ -117,13 +126,37 @@ def _devices(home: dict) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def _clause(rng, room: str, dev: str, method: str) -> tuple[str, str]:
-    """(instruction clause, operation string) for one call, valid or not."""
+def _amount(param: str, n: int) -> str:
+    unit = UNITS.get(param, "{}")
+    return unit.format(n)[:-1] if n == 1 and unit.endswith("s") else unit.format(n)
+
+
+def _relative(rng, where: dict, param: str, state, fallback: tuple[int, int]) -> tuple[str, int]:
+    """A request to change a number by an amount, and the value it asks for. Without a known current
+    value (a device the home lacks) the request is phrased alike; its answer is error_input anyway."""
+    lo, hi = state.ranges.get(param, fallback) if state else fallback
+    delta = rng.randint(1, max(1, (hi - lo) // 2))
+    sign = rng.choice([+1, -1])
+    current = state.values.get(param) if state else None
+    value = min(hi, max(lo, current + sign * delta)) if isinstance(current, int) else None
+    text = rng.choice(RELATIVE[sign]).format(attr=_spoken(param), delta=_amount(param, delta), **where)
+    return text, value
+
+
+def _clause(rng, room: str, dev: str, method: str, home: dict | None = None,
+            relative_share: float = 0.0) -> tuple[str, str]:
+    """(instruction clause, operation string) for one call, valid or not; an integer setting is asked for
+    as a change from its current value in a `relative_share` of the clauses."""
     params = DEVICES[dev][method]
     where = {"dev": _device(rng, dev), "room": spoken_room(room)}
     if not params:
         return rng.choice(VERBS[method]).format(**where), f"{room}.{dev}.{method}()"
-    param = params[0][0]
+    param, typ = params[0]
+    if typ == "int" and relative_share > 0 and rng.random() < relative_share:
+        state = device_state(home["home_status"].get(room, {}).get(dev)) if home else None
+        text, value = _relative(rng, where, param, state, RANGES.get(param, (0, 100)))
+        if value is not None or home is None:  # else the home's status lacks it: ask for a value
+            return text, f"{room}.{dev}.{method}({value})"
     value = _value(rng, dev, param)
     if param in ATTRIBUTE_SETTERS and rng.random() < 0.4:
         text = rng.choice(ATTRIBUTE_SETTERS[param]).format(value=value, **where)
@@ -133,13 +166,13 @@ def _clause(rng, room: str, dev: str, method: str) -> tuple[str, str]:
     return text, f"{room}.{dev}.{method}({value})"
 
 
-def _valid(rng, devices) -> tuple[str, str]:
+def _valid(rng, devices, home=None, relative_share=0.0) -> tuple[str, str]:
     (room, dev) = rng.choice(sorted(devices))
     method = rng.choice(sorted(devices[(room, dev)]))
-    return _clause(rng, room, dev, method)
+    return _clause(rng, room, dev, method, home, relative_share)
 
 
-def _invalid(rng, devices) -> tuple[str, str, str]:
+def _invalid(rng, devices, relative_share=0.0) -> tuple[str, str, str]:
     """An operation the home cannot do: a device the room lacks, or an attribute the device lacks."""
     lacking = [(r, d, m) for (r, d), ops in devices.items()
                for m in DEVICES[d] if m not in ops and m in SPOKEN_METHODS]
@@ -151,7 +184,7 @@ def _invalid(rng, devices) -> tuple[str, str, str]:
         dev = rng.choice([d for d in ROOM_DEVICES if (room, d) not in devices])
         method = rng.choice(sorted(set(DEVICES[dev]) & SPOKEN_METHODS))
         kind = "unexist_device"
-    text, _ = _clause(rng, room, dev, method)
+    text, _ = _clause(rng, room, dev, method, relative_share=relative_share)
     return text, "error_input", kind
 
 
@@ -168,34 +201,51 @@ def _sentence(rng, clauses: list[str]) -> str:
     return frame.format(text if frame.startswith("{") else text[0].lower() + text[1:])
 
 
-def make_row(rng: random.Random, home: dict, n: int) -> dict:
+def make_row(rng: random.Random, home: dict, n: int, relative_share: float = 0.0, max_ops: int = 3) -> dict:
+    """One instruction row over `home`; a multi-device request has 2 to `max_ops` operations."""
     devices = _devices(home)
     cat = rng.choices([c for c, _ in TYPE_SHARES], weights=[w for _, w in TYPE_SHARES])[0]
     hid = home["home_id"]
+
+    def valid():
+        return _valid(rng, devices, home, relative_share)
+
+    def invalid():
+        return _invalid(rng, devices, relative_share)
+
     if cat == "VS":
-        text, op = _valid(rng, devices)
+        text, op = valid()
         return {"id": f"home{hid}_one_{n}", "input": _sentence(rng, [text]), "output": f"''' {op}'''", "home_id": hid,
                 "type": "normal"}
     if cat == "IS":
-        text, op, kind = _invalid(rng, devices)
+        text, op, kind = invalid()
         return {"id": f"home{hid}_one_{n}", "input": _sentence(rng, [text]), "output": f"'''{op}'''", "home_id": hid,
                 "type": kind}
-    k = rng.randint(2, 3)
+    k = rng.randint(2, max_ops)
     if cat == "VM":
-        picks, kind = [_valid(rng, devices) for _ in range(k)], f"multi{k}_normal"
+        picks, kind = [valid() for _ in range(k)], f"multi{k}_normal"
     elif cat == "IM":
-        inv = [_invalid(rng, devices) for _ in range(k)]
+        inv = [invalid() for _ in range(k)]
         picks, kind = [(t, o) for t, o, _ in inv], f"multi{k}_{inv[0][2]}"
     else:
-        picks = [_valid(rng, devices), _invalid(rng, devices)[:2]] + \
-                [(_valid(rng, devices) if rng.random() < 0.5 else _invalid(rng, devices)[:2]) for _ in range(k - 2)]
+        picks = [valid(), invalid()[:2]] + [(valid() if rng.random() < 0.5 else invalid()[:2]) for _ in range(k - 2)]
         rng.shuffle(picks)
         kind = f"multi{k}_mix"
     return {"id": f"home{hid}_multi_{n}", "input": _sentence(rng, [t for t, _ in picks]),
             "output": "'''" + "".join(o + "," for _, o in picks) + "'''", "home_id": hid, "type": kind}
 
 
-def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40, homes_file=None) -> None:
+class GeneratorOptions(BaseModel):
+    """What the generated requests ask: `relative_share` of the integer settings as a change from the current
+    value (they need the harness option `state: values` to be answerable), and multi-device requests of 2 to
+    `max_ops` operations (HomeBench's types run from multi2 to multi10)."""
+    model_config = ConfigDict(extra="forbid")
+    relative_share: float = Field(0.0, ge=0.0, le=1.0)
+    max_ops: int = Field(3, ge=2, le=10)
+
+
+def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40, homes_file=None,
+                  options: GeneratorOptions = GeneratorOptions()) -> None:
     """Homes plus one JSONL per split, all in HomeBench's format; the same seed gives the same files.
     `homes_file`: a HomeBench homes file (say the benchmark's own 100 homes) to draw the instructions over,
     instead of generated homes, so that training and selection see the environments a benchmark uses."""
@@ -213,7 +263,7 @@ def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 4
     for split, size in sizes.items():
         rows = []
         for _ in range(size):
-            rows.append(make_row(rng, rng.choice(drawn), n))
+            rows.append(make_row(rng, rng.choice(drawn), n, options.relative_share, options.max_ops))
             n += 1
         splits[split] = rows
     if homes_file is None:

@@ -4,7 +4,10 @@ and an operation the home cannot do must be answered with the call `error_input`
 Task options (a harness's `task_options`):
 - `rooms`: `all` shows every device of the home (HomeBench's own prompt); `mentioned` shows only the
   rooms the instruction names, with the whole-home devices (every room when it names none). HomeBench's
-  homes list about 140 methods; `mentioned` keeps the prompt to the rooms at stake."""
+  homes list about 140 methods; `mentioned` keeps the prompt to the rooms at stake.
+- `state`: `values` adds each device's current state (power, attribute values, number ranges) after its
+  methods, as HomeBench's own prompt shows the home's status; a relative request ("lower the temperature by
+  2 degrees") is answered from it. `none` shows the methods alone."""
 from __future__ import annotations
 
 import re
@@ -12,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.errors import InputError
 from engine.harness.interfaces import Call
@@ -67,6 +70,7 @@ def operation_to_call(op: str) -> Call:
 class SmartHomeOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rooms: Literal["all", "mentioned"] = "all"
+    state: Literal["none", "values"] = "none"
 
 
 def parse_options(options: dict | None) -> SmartHomeOptions:
@@ -80,6 +84,17 @@ def mentioned_rooms(home: Home, text: str) -> set[str]:
     return {room for room, _ in home.devices if room != NO_ROOM
             and any(re.search(r"\b" + re.escape(name.lower()) + r"\b", lowered)
                     for name in {room.replace("_", " "), spoken_room(room)})}
+
+
+def _state_text(state) -> str:
+    """ " (now: on, brightness=34 of 0-100, mode=cool)", or "" for a device the status does not describe."""
+    if state is None:
+        return ""
+    parts = [state.power] if state.power else []
+    for name, value in state.values.items():
+        lo_hi = state.ranges.get(name)
+        parts.append(f"{name}={value}" + (f" of {lo_hi[0]}-{lo_hi[1]}" if lo_hi else ""))
+    return f" (now: {', '.join(parts)})" if parts else ""
 
 
 class SmartHomeEnvironment(Environment):
@@ -106,7 +121,7 @@ class SmartHomeTask(Task):
     name = "smart_home"
     benchmark = "homebench"
     options_model = SmartHomeOptions
-    option_space = {"rooms": ["all", "mentioned"]}
+    option_space = {"rooms": ["all", "mentioned"], "state": ["none", "values"]}
 
     def __init__(self, data_dir):
         super().__init__(data_dir)
@@ -133,9 +148,11 @@ class SmartHomeTask(Task):
 
     def context(self, item: Item, options: dict | None = None) -> str:
         home: Home = item.context
-        shown = mentioned_rooms(home, item.input) if parse_options(options).rooms == "mentioned" else set()
+        opts = parse_options(options)
+        shown = mentioned_rooms(home, item.input) if opts.rooms == "mentioned" else set()
         return "\n".join(
             f"{home.address(room, dev)}: " + " ".join(f"{m}({','.join(p)})" if p else m for m, p in methods.items())
+            + (_state_text(home.state(room, dev)) if opts.state == "values" else "")
             for (room, dev), methods in home.devices.items() if not shown or room in shown or room == NO_ROOM)
 
     def arg_names(self, item: Item, name: str) -> list[str] | None:
@@ -196,5 +213,11 @@ class SmartHomeTask(Task):
         return "\n".join(lines)
 
     @classmethod
-    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int], homes: str | None = None) -> None:
-        generator.write_dataset(out_dir, seed=seed, sizes=sizes, homes_file=homes)
+    def generate(cls, out_dir, *, seed: int, sizes: dict[str, int], homes: str | None = None,
+                 relative_share: float = 0.0, max_ops: int = 3) -> None:
+        try:  # strings from the command line are read as numbers here
+            options = generator.GeneratorOptions(relative_share=relative_share, max_ops=max_ops)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise InputError(err["msg"], field=f"data.{err['loc'][0]}") from None
+        generator.write_dataset(out_dir, seed=seed, sizes=sizes, homes_file=homes, options=options)
