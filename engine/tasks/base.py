@@ -11,14 +11,15 @@ from engine.errors import InputError
 from engine.harness.interfaces import Call
 
 
-def validate_options(model: type[BaseModel], options: dict | None):
-    """A harness's task_options as the task's options model; an error names `task_options.<field>`."""
+def validate_options(model: type[BaseModel], options: dict | None, where: str = "task_options"):
+    """Options as their model (a harness's task_options, or a generator's `data`); an error names
+    `<where>.<field>`."""
     try:
         return model.model_validate(options or {})
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(err["msg"], field=f"task_options.{loc}" if loc else "task_options") from None
+        raise InputError(err["msg"], field=f"{where}.{loc}" if loc else where) from None
 
 
 @dataclass

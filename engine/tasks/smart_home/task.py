@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from engine.errors import InputError
 from engine.harness.interfaces import Call
@@ -215,9 +215,6 @@ class SmartHomeTask(Task):
     @classmethod
     def generate(cls, out_dir, *, seed: int, sizes: dict[str, int], homes: str | None = None,
                  relative_share: float = 0.0, max_ops: int = 3) -> None:
-        try:  # strings from the command line are read as numbers here
-            options = generator.GeneratorOptions(relative_share=relative_share, max_ops=max_ops)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise InputError(err["msg"], field=f"data.{err['loc'][0]}") from None
+        options = validate_options(generator.GeneratorOptions,  # command-line strings are read as numbers here
+                                   {"relative_share": relative_share, "max_ops": max_ops}, where="data")
         generator.write_dataset(out_dir, seed=seed, sizes=sizes, homes_file=homes, options=options)
