@@ -13,7 +13,9 @@ item's tools, or whose argument names are not the tool's, is decoded again from 
 
 Engines made for CPUs have no hook into their decoding loop, so the constraint is applied lazily: a turn is
 generated freely and only a faulty call is decoded again, at the cost of one generation (and, for a name,
-one ranked next-token list) per resumption."""
+one ranked next-token list) per resumption. The resumptions of one turn share a budget of new tokens
+(RESUME_BUDGET turns' worth): a model that runs on to the token limit after every mend would otherwise make
+each turn cost MAX_RESUMES x MAX_STEPS generations of that length."""
 from __future__ import annotations
 
 import bisect
@@ -28,6 +30,7 @@ from engine.models.generation import MAX_RANKED, ChatBackend
 RANKS = (8, MAX_RANKED)  # next tokens looked at for one that keeps the name allowed; the longer list only when needed
 MAX_RESUMES = 8  # per turn: a turn may make several calls
 MAX_STEPS = 6    # continuations tried per name: one may leave the names again, or lead to a dead end
+RESUME_BUDGET = 2  # new tokens all resumptions of a turn may generate, in units of sampling.max_new_tokens
 
 
 def ranks_next_tokens(backend) -> bool:
@@ -66,6 +69,17 @@ class Constrained:
     text: str
     tokens: int
     calls: int  # mends: calls the constraint decoded again, and an answer cut where its interface closes it
+
+
+@dataclass
+class Budget:
+    """The new tokens the resumptions of one turn may still generate. A resumption starts only when the
+    budget can pay the longest continuation it may generate, so none is cut short by it."""
+    left: int
+
+
+class OutOfBudget(Exception):
+    pass
 
 
 @dataclass
@@ -125,9 +139,11 @@ def _astray_name(interface: str, output: str, names: NameSet) -> Fault | None:
 def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, *, temperature: float
               ) -> Constrained:
     """The turn's output ended where its answer is complete, with each faulty call decoded again under the
-    constraint (as far as it reaches: a name no ranked token can keep allowed stays as the model wrote it)."""
+    constraint (as far as it reaches: a name no ranked token can keep allowed stays as the model wrote it, and
+    so does a call whose mend the turn's budget of new tokens cannot pay)."""
     names, searched = NameSet(task.call_names(item, spec.task_options)), 0
     interface, result = get_interface(spec.interface.name), Constrained(output, tokens, 0)
+    budget = Budget(RESUME_BUDGET * spec.sampling.max_new_tokens)
     for _ in range(MAX_RESUMES):
         result = _end_answer(result, interface, backend)
         if not names.names:
@@ -135,13 +151,16 @@ def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, 
         fault = first_fault(spec, task, item, result.text, names)
         if fault is None:
             return result
-        if fault.kind == "name":
-            start = fault.start if fault.start is not None else result.text.find(fault.call.name, searched)
-            resumed = _resume_name(names, backend, prompt, result.text, start, fault.call.name, spec, temperature) \
-                if start >= 0 else None
-            searched = max(start, 0)
-        else:
-            resumed = _resume_arguments(fault, backend, prompt, spec, temperature)
+        try:
+            if fault.kind == "name":
+                start = fault.start if fault.start is not None else result.text.find(fault.call.name, searched)
+                resumed = _resume_name(names, backend, prompt, result.text, start, fault.call.name, spec,
+                                       temperature, budget) if start >= 0 else None
+                searched = max(start, 0)
+            else:
+                resumed = _resume_arguments(fault, backend, prompt, spec, temperature, budget)
+        except OutOfBudget:
+            resumed = None
         if resumed is None:
             return result
         result = Constrained(resumed[0], resumed[1], result.calls + 1)
@@ -161,15 +180,20 @@ def _tokens(backend, text: str) -> int:
     return len(backend.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _go_on(backend, prompt: str, text: str, spec, temperature: float) -> tuple[str, int, int]:
-    """(the free continuation of `text`, its tokens, the tokens of `text`)."""
+def _go_on(backend, prompt: str, text: str, spec, temperature: float, budget: Budget) -> tuple[str, int, int]:
+    """(the free continuation of `text`, its tokens, the tokens of `text`), paid from the turn's budget."""
     used = _tokens(backend, text)
+    limit = max(1, spec.sampling.max_new_tokens - used)
+    if limit > budget.left:
+        raise OutOfBudget
     rest, n_rest = backend.generate([prompt + text], temperature=temperature, top_p=spec.sampling.top_p,
-                                    max_new_tokens=max(1, spec.sampling.max_new_tokens - used))[0]
+                                    max_new_tokens=limit)[0]
+    budget.left -= n_rest
     return rest, n_rest, used
 
 
-def _resume_arguments(fault: Fault, backend, prompt: str, spec, temperature: float) -> tuple[str, int]:
+def _resume_arguments(fault: Fault, backend, prompt: str, spec, temperature: float, budget: Budget
+                      ) -> tuple[str, int]:
     """The calls so far, rendered in the interface up to the first argument value the call lacks (or to the
     end of the call, without the arguments it should not have), then the model's own continuation. Where
     the text stops comes from two renderings that differ only there."""
@@ -182,12 +206,12 @@ def _resume_arguments(fault: Fault, backend, prompt: str, spec, temperature: flo
         a = [*fault.before, Call(fault.call.name, kept)]
         b = [*a, Call(fault.call.name, kept)]
     text = os.path.commonprefix([interface.render(a), interface.render(b)])
-    rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature)
+    rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature, budget)
     return text + rest, used + n_rest
 
 
-def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, bad: str, spec, temperature: float
-                 ) -> tuple[str, int] | None:
+def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, bad: str, spec, temperature: float,
+                 budget: Budget) -> tuple[str, int] | None:
     """(output, tokens) with the name at `start` decoded under the constraint, or None when the ranked tokens
     cannot keep it allowed. A depth-first search: at each point the allowed tokens in rank order, each followed
     by a free continuation; where the continuation leaves the names a new point opens, and a point without
@@ -213,7 +237,7 @@ def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, 
             return None
         token, read, state = pick
         text, name = text + token, name + token[:read - (state == "closed")]
-        rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature)
+        rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature, budget)
         if state == "open":
             read, state = names.advance(name, rest)
             if state == "astray":

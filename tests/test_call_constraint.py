@@ -5,7 +5,7 @@ and the model goes on from there. A turn mended this way is no mismatch, and the
 import pytest
 
 from engine import ASSETS
-from engine.call_constraint import NameSet, name_opener
+from engine.call_constraint import RESUME_BUDGET, NameSet, name_opener
 from engine.errors import CoevoError
 from engine.harness.interfaces import Call, get_interface
 from engine.harness.spec import HarnessSpec
@@ -195,6 +195,42 @@ def test_every_name_of_a_turn_is_kept_to_the_tools_and_recorded(case):
     assert turn.output == "".join(calls(device, device)) and not turn.mismatch
     assert turn.constrained == 2 and stats["constrained_turns"] == 1
     assert episode_rows(episodes)[1][0]["constrained"] == 2
+
+
+class RunawayModel(TokenModel):
+    """A TokenModel whose every continuation runs to the token limit, as a model repeating itself does."""
+
+    generations = 0
+
+    def generate(self, prompts, **kw):
+        self.generations += len(prompts)
+        return [(text, kw["max_new_tokens"]) for text, _ in super().generate(prompts, **kw)]
+
+
+def test_the_mends_of_a_turn_share_a_budget_of_new_tokens(case):
+    """Three invented devices, each mended by a continuation: with short continuations all three are mended;
+    when each runs to the token limit, the budget (RESUME_BUDGET turns' worth) pays for two, and the turn is
+    left with the third, as the model wrote it."""
+    spec, task, item, prompt, (room, device, method) = case
+    assert RESUME_BUDGET == 2
+
+    def calls(*devices):
+        tokens = [OPEN]
+        for d in devices:
+            tokens += [room, ".", d, ".", method, '", "args": {}}, {"name": "']
+        return tokens[:-1] + [CLOSE]
+
+    invented = ["boilermaker", "fridgemaker", "ovenmaker"]
+    answers = [calls(*[device] * i, *invented[i:]) for i in range(4)]
+    episodes, _ = _run(spec, task, item, TokenModel(prompt, answers))
+    turn = episodes[0].turns[0]
+    assert turn.output == "".join(answers[3]) and turn.constrained == 3 and not turn.mismatch
+    model = RunawayModel(prompt, answers)
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == "".join(answers[2]) and turn.constrained == 2
+    assert turn.mismatch_kind == "unknown tool" and stats["timr"] == 1.0
+    assert model.generations == 3  # the turn and two mends: the third mend's continuation could not be paid
 
 
 def test_the_archive_keeps_a_mended_turn_and_what_the_model_wrote(case, archive):
