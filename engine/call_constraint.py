@@ -187,7 +187,7 @@ def _go_on(backend, prompt: str, text: str, spec, temperature: float, budget: Bu
     if limit > budget.left:
         raise OutOfBudget
     rest, n_rest = backend.generate([prompt + text], temperature=temperature, top_p=spec.sampling.top_p,
-                                    max_new_tokens=limit)[0]
+                                    max_new_tokens=limit, stop_loops=spec.sampling.stop_loops)[0]
     budget.left -= n_rest
     return rest, n_rest, used
 

@@ -93,7 +93,7 @@ def run_episodes(spec: HarnessSpec, task: Task, backend, items: list[Item], *, k
             break
         prompts = [backend.chat_prompt(e.messages) for e in live]
         outputs = backend.generate(prompts, temperature=temp, top_p=spec.sampling.top_p,
-                                   max_new_tokens=spec.sampling.max_new_tokens)
+                                   max_new_tokens=spec.sampling.max_new_tokens, stop_loops=spec.sampling.stop_loops)
         last_turn = turn_no == spec.loop.max_turns - 1
         for e, prompt, (text, ntok) in zip(live, prompts, outputs):
             constrained, free = 0, None

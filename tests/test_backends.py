@@ -134,3 +134,26 @@ def test_a_gpu_worker_with_vllm_takes_vllm_without_the_transformers_dtype(monkey
     swapped = gpu_backend(BackendSpec(dtype="auto"))
     assert swapped.name == "vllm" and swapped.options() == {}
     assert gpu_backend(BackendSpec(name="ctranslate2", compute_type="int8")).name == "ctranslate2"
+
+
+def test_both_engines_cut_an_answer_where_it_loops(root):
+    """With `stop_loops` each greedy answer is the free answer up to the end of its first loop, the same on
+    both engines, whether the engine stopped decoding there or the answer was cut after it."""
+    from engine.models.loops import MIN_LOOP
+    path, spec, task = root
+    items = task.load("dev")[:16]
+    cut = {}
+    for name in ("transformers", "ctranslate2"):
+        backend = load_backend(BackendSpec(name=name), path)
+        prompts = [backend.chat_prompt(build_messages(spec, task, i)) for i in items]
+        free = backend.generate(prompts, max_new_tokens=96)
+        cut[name] = backend.generate(prompts, max_new_tokens=96, stop_loops=4)
+        looped = 0
+        for (text, n), (short, m) in zip(free, cut[name]):
+            assert text.startswith(short) and m <= n
+            looped += m < n
+            if m < n:  # cut at the end of a loop, which covers at least MIN_LOOP tokens
+                assert m >= MIN_LOOP and len(short) < len(text)
+        assert looped, f"no answer of the random tiny model looped on {name}"
+    same = sum(a == b for a, b in zip(cut["transformers"], cut["ctranslate2"]))
+    assert same >= 0.9 * len(items), f"{same}/{len(items)} identical cut answers"

@@ -50,6 +50,16 @@ class Sampling(Strict):
     constrain_calls: bool = Field(False, description=(
         "decode calls under the task's tools for the item: a call whose name leaves them, or whose argument "
         "names are not the tool's, is decoded again from where it went wrong (local backends only)"))
+    stop_loops: int = Field(0, ge=0, le=16, description=(
+        "cut an answer where its tokens end in one span repeated this many times (0: never; local backends "
+        "only): a model caught in a loop writes nothing more of use, and its decoding stops there"))
+
+    @field_validator("stop_loops")
+    @classmethod
+    def _loops_repeat(cls, v: int) -> int:
+        if v == 1:
+            raise ValueError("1 would cut every answer: 0 (never) or 2 and more repeats")
+        return v
 
 
 class HarnessSpec(Strict):

@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from engine.models.generation import ChatBackend
+from engine.models.loops import LoopWatch
 
 STAMP = "coevo_source.json"
 MIN_SHARED_PREFIX = 32  # tokens; a shorter shared prefix is not worth a separate forward pass
@@ -78,8 +79,9 @@ class CTranslate2Backend(ChatBackend):
                                                compute_type=compute_type, intra_threads=threads)
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
-        """(text, generated tokens) per prompt, in order; identical prompts share one prefill."""
+                 max_new_tokens: int = 160, stop_loops: int = 0) -> list[tuple[str, int]]:
+        """(text, generated tokens) per prompt, in order; identical prompts share one prefill, and a sequence
+        caught in a loop stops decoding there."""
         import ctranslate2
 
         ctranslate2.set_random_seed(self.seed)
@@ -99,10 +101,14 @@ class CTranslate2Backend(ChatBackend):
                 out = self.generator.generate_batch(
                     [encoded[p][len(static):] for p in same_n], static_prompt=static or None,
                     cache_static_prompt=False, max_length=max_new_tokens, num_hypotheses=n,
-                    end_token=sorted(self.stop_ids), include_prompt_in_result=False, **sampling)
+                    end_token=sorted(self.stop_ids), include_prompt_in_result=False,
+                    callback=_loop_stopper(stop_loops) if stop_loops else None, **sampling)
                 for p, res in zip(same_n, out):
                     for k, pos in enumerate(unique[p]):
-                        results[pos] = self._cut(res.sequences_ids[k % n], max_new_tokens)
+                        ids = res.sequences_ids[k % n]
+                        # CTranslate2 drops the end token: a sequence shorter than the limit and not stopped
+                        # in a loop ended on one
+                        results[pos] = self._cut(ids, stop_loops, end_dropped=len(ids) < max_new_tokens)
         return results
 
     def next_tokens(self, prompt: str, *, n: int) -> list[str]:
@@ -115,10 +121,17 @@ class CTranslate2Backend(ChatBackend):
             num_hypotheses=n, max_length=len(tokens), sampling_topk=1, include_prompt_in_result=True)
         return [self.tokenizer.decode(ids[1:2], skip_special_tokens=False) for ids in out[0].sequences_ids]
 
-    def _cut(self, ids: list[int], limit: int) -> tuple[str, int]:
-        # CTranslate2 drops the end token; a sequence shorter than the limit ended on one
-        text, n = super()._cut(ids)
-        return text, n + (len(ids) < limit)
+
+
+def _loop_stopper(repeats: int):
+    """A generate_batch callback that stops each sequence (batch index and hypothesis) once it loops."""
+    watches: dict[tuple[int, int], LoopWatch] = {}
+
+    def step(result) -> bool:
+        key = (result.batch_id, result.hypothesis_id)
+        watch = watches.get(key) or watches.setdefault(key, LoopWatch(repeats))
+        return watch.push(result.token_id)
+    return step
 
 
 def _batches(prompts: list[str], encoded: dict[str, list[str]], batch_size: int, tolerance: int):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.models.loops import loop_end
 
 MAX_RANKED = 48  # the most next tokens a backend is asked to rank (`next_tokens`)
 
@@ -32,7 +33,9 @@ class ChatBackend:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
+                 max_new_tokens: int = 160, stop_loops: int = 0) -> list[tuple[str, int]]:
+        """(text, generated tokens) per prompt, in order; with `stop_loops`, an answer is cut where its tokens
+        end in one span repeated that many times (engine.models.loops)."""
         raise NotImplementedError
 
     def next_tokens(self, prompt: str, *, n: int) -> list[str]:
@@ -40,12 +43,17 @@ class ChatBackend:
         decoding (`sampling.constrain_calls`) picks from where the model leaves the allowed names."""
         raise NotImplementedError(f"the {self.name} backend does not rank next tokens")
 
-    def _cut(self, ids: list[int]) -> tuple[str, int]:
-        """The text before the first stop token, and the tokens generated (the stop token included)."""
-        for n, t in enumerate(ids):
-            if t in self.stop_ids:
-                return self.tokenizer.decode(ids[:n], skip_special_tokens=False), n + 1
-        return self.tokenizer.decode(ids, skip_special_tokens=False), len(ids)
+    def _cut(self, ids: list[int], stop_loops: int = 0, end_dropped: bool = False) -> tuple[str, int]:
+        """The text before the first stop token, and the tokens generated (the stop token included), or
+        before the end of the first loop. `end_dropped`: the engine ended the sequence on a stop token that
+        it left out of `ids`."""
+        stop = next((n for n, t in enumerate(ids) if t in self.stop_ids), None)
+        loop = loop_end(ids[:stop], stop_loops)  # a loop before the stop token: a live stop ended it there
+        if loop is not None:
+            return self.tokenizer.decode(ids[:loop], skip_special_tokens=False), loop
+        if stop is not None:
+            return self.tokenizer.decode(ids[:stop], skip_special_tokens=False), stop + 1
+        return self.tokenizer.decode(ids, skip_special_tokens=False), len(ids) + end_dropped
 
 
 def stop_ids(model_dir: Path, tokenizer) -> set[int]:

@@ -38,7 +38,10 @@ class OpenAIBackend:
         return json.dumps(messages, ensure_ascii=False)
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
+                 max_new_tokens: int = 160, stop_loops: int = 0) -> list[tuple[str, int]]:
+        if stop_loops:  # an endpoint returns text, not the model's tokens a loop is found in
+            raise CoevoError(f"the endpoint backend ({self.model}) cannot stop loops (sampling.stop_loops)")
+
         def one(prompt: str) -> tuple[str, int]:
             return self._complete(json.loads(prompt), temperature, top_p, max_new_tokens)
         with ThreadPoolExecutor(self.concurrency) as pool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from engine.models.generation import ChatBackend
+from engine.models.loops import LoopWatch
 
 
 class TransformersBackend(ChatBackend):
@@ -28,8 +29,9 @@ class TransformersBackend(ChatBackend):
         return f"transformers:{self.dtype}" if self.dtype_asked else "transformers"
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
-        """(text, generated tokens) per prompt, in order; text stops before the stop token."""
+                 max_new_tokens: int = 160, stop_loops: int = 0) -> list[tuple[str, int]]:
+        """(text, generated tokens) per prompt, in order; text stops before the stop token, and a sequence
+        caught in a loop stops decoding there."""
         torch = self.torch
         torch.manual_seed(self.seed)
         encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
@@ -40,13 +42,27 @@ class TransformersBackend(ChatBackend):
             batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in idx]}, return_tensors="pt").to(self.device)
             sampling = dict(do_sample=True, temperature=temperature, top_p=top_p) if temperature > 0 else \
                 dict(do_sample=False, temperature=None, top_p=None, top_k=None)
+            if stop_loops:
+                sampling["stopping_criteria"] = [self._loop_stopper(stop_loops, len(idx))]
             with torch.inference_mode():
                 out = self.model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
                                           eos_token_id=sorted(self.stop_ids), **sampling)
             new = out[:, batch["input_ids"].shape[1]:].tolist()
             for i, ids in zip(idx, new):
-                results[i] = self._cut(ids)
+                results[i] = self._cut(ids, stop_loops)
         return results
+
+    def _loop_stopper(self, repeats: int, rows: int):
+        """A stopping criterion that ends each row of the batch once its new tokens loop."""
+        from transformers import StoppingCriteria
+
+        torch, watches = self.torch, [LoopWatch(repeats) for _ in range(rows)]
+
+        class StopLoops(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                return torch.tensor([w.push(t) for w, t in zip(watches, input_ids[:, -1].tolist())],
+                                    dtype=torch.bool, device=input_ids.device)
+        return StopLoops()
 
     def next_tokens(self, prompt: str, *, n: int) -> list[str]:
         ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"].to(self.device)

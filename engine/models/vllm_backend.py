@@ -17,7 +17,7 @@ class VllmBackend(ChatBackend):
                        gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 160) -> list[tuple[str, int]]:
+                 max_new_tokens: int = 160, stop_loops: int = 0) -> list[tuple[str, int]]:
         from vllm import SamplingParams
         # identical prompts (the k samples of one item) become one request with n outputs
         unique = list(dict.fromkeys(prompts))
@@ -26,7 +26,9 @@ class VllmBackend(ChatBackend):
                                  max_tokens=max_new_tokens, stop_token_ids=sorted(self.stop_ids), seed=self.seed)
                   for p in unique]
         results = self.llm.generate(unique, params, use_tqdm=False)  # one batch: vLLM schedules it
-        outs = {p: [(o.text, len(o.token_ids)) for o in r.outputs] for p, r in zip(unique, results)}
+        # vLLM has no per-token hook here: an answer caught in a loop is cut after decoding, where the loop ends
+        outs = {p: [self._cut(list(o.token_ids), stop_loops) if stop_loops else (o.text, len(o.token_ids))
+                    for o in r.outputs] for p, r in zip(unique, results)}
         return [outs[p].pop(0) for p in prompts]
 
     def next_tokens(self, prompt: str, *, n: int) -> list[str]:
