@@ -140,11 +140,15 @@ def _episodes(outcomes: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("parent, edited, wins, p, accepted", [
-    ("SSSSSSSFFFFFFFFF", "SSSSSSFFFFFFFFFF", (1, 0), 0.5, True),     # 7 vs 6 right on 16 items: one item is noise
-    ("SSSFFFFFFFFFFFFF", "FSFFSFFFFFFFFFFF", (2, 1), 0.5, True),     # different items solved
-    ("SSSSSSSFFFFFFFFF", "FFFFFFFFFFFFFFFF", (7, 0), 1 / 128, False),  # a clear loss
-    ("FFFFFFFFFFFF", "MMMMMMMMMMMM", (12, 0), 1 / 4096, False),      # nothing solved; every edited turn log mismatched
-    ("SSSSSFFFFFFF", "SSSSSFFFFFFF", (0, 0), 1.0, True),             # the same outcomes: nothing against the edit
+    ("SSSSSSSFFFFFFFFF", "SSSSSSFFFFFFFFFF", (1, 0), 1 / 4, True),   # 7 vs 6 right on 16 items: one item is noise
+    ("SSSFFFFFFFFFFFFF", "FSFFSFFFFFFFFFFF", (2, 1), 5 / 16, True),  # different items solved
+    ("SSSSSSSFFFFFFFFF", "FFFFFFFFFFFFFFFF", (7, 0), 1 / 256, False),  # a clear loss
+    ("FFFFFFFFFFFF", "MMMMMMMMMMMM", (12, 0), 1 / 8192, False),      # nothing solved; every edited turn log mismatched
+    ("SSSSSFFFFFFF", "SSSSSFFFFFFF", (0, 0), 1 / 2, True),           # the same outcomes: nothing against the edit
+    # 4:0 with 12 ties, as in a real round: the exact test's p is 1/16 and could not reject it
+    ("SSSSSSSFFFFFFFFF", "SSSFFFFFFFFFFFFF", (4, 0), 1 / 32, False),
+    ("SSSSSSFFFFFFFFFF", "SSSFFFFFFFFFFFFF", (3, 0), 1 / 16, True),  # 3:0 is within chance
+    ("SSSSSSFFFFFFFFFF", "FSSSSSSFFFFFFFFF", (1, 1), 1 / 2, True),
 ])
 def test_an_edit_stands_unless_its_parent_pair_wins_item_by_item_beyond_chance(parent, edited, wins, p, accepted):
     """accept_edit: not_significantly_worse pairs the two probes by item (success first, then a clean turn

@@ -339,7 +339,7 @@ class RoundRunner:
 def _odds(acceptance: dict) -> str:
     """The sign test behind an acceptance verdict, in words; empty for a rule without one."""
     t = acceptance.get("test")
-    return (f" (item by item {t['parent_wins']}:{t['edited_wins']} for the parent, sign test p={t['p']:.3f})"
+    return (f" (item by item {t['parent_wins']}:{t['edited_wins']} for the parent, sign test mid-p={t['p']:.3f})"
             if t else "")
 
 
