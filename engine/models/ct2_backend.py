@@ -122,15 +122,15 @@ class CTranslate2Backend(ChatBackend):
         return [self.tokenizer.decode(ids[1:2], skip_special_tokens=False) for ids in out[0].sequences_ids]
 
 
-
 def _loop_stopper(repeats: int):
     """A generate_batch callback that stops each sequence (batch index and hypothesis) once it loops."""
     watches: dict[tuple[int, int], LoopWatch] = {}
 
     def step(result) -> bool:
         key = (result.batch_id, result.hypothesis_id)
-        watch = watches.get(key) or watches.setdefault(key, LoopWatch(repeats))
-        return watch.push(result.token_id)
+        if key not in watches:
+            watches[key] = LoopWatch(repeats)
+        return watches[key].push(result.token_id)
     return step
 
 
