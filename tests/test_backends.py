@@ -8,7 +8,7 @@ import pytest
 from engine import ASSETS
 from engine.harness.spec import HarnessSpec
 from engine.models import BackendSpec, load_backend
-from engine.models.ct2_backend import MIN_SHARED_PREFIX, STAMP, _batches, cache_dir
+from engine.models.ct2_backend import MIN_SHARED_PREFIX, STAMP, _batches, answer_start, cache_dir
 from engine.rollout import build_messages, run_episodes, summarize
 from engine.tasks import get_task
 
@@ -82,6 +82,34 @@ def test_k_samples_of_a_prompt_and_a_shared_prefix_keep_every_answer_in_place(ro
     sampled = backend.generate([prompts[0]] * 5, temperature=1.0)
     assert len(sampled) == 5 and all(n > 0 for _, n in sampled)
     assert len({t for t, _ in sampled}) > 1  # k hypotheses, not one answer copied k times
+
+
+def test_a_begun_answer_goes_on_from_the_cached_chat_prompt_with_the_same_tokens(root):
+    """Constrained decoding's resumptions and rankings run the chat prompt as a cached static prompt: the
+    answers are the transformers backend's, and a cache too small for two chat prompts (emptied by reloading
+    the model) gives the same answers and rankings as one that holds them all."""
+    path, spec, task = root
+    hf = load_backend(BackendSpec(), path)
+    begun = [hf.chat_prompt(build_messages(spec, task, i)) + '[{"name": "' for i in task.load("dev")[:8]]
+    expected = hf.generate(begun, max_new_tokens=24)
+    roomy, tight = (load_backend(BackendSpec(name="ctranslate2"), path) for _ in range(2))
+    tight.cache_tokens = 1
+    runs = {}
+    for name, backend in (("roomy", roomy), ("tight", tight)):
+        runs[name] = [(backend.generate([p], max_new_tokens=24)[0], backend.next_tokens(p, n=4)) for p in begun]
+        runs[name] += [(backend.generate([p], max_new_tokens=24)[0], backend.next_tokens(p, n=4)) for p in begun]
+    assert runs["roomy"] == runs["tight"] and runs["roomy"][:8] == runs["roomy"][8:]
+    same = sum(a == b for a, (b, _) in zip(expected, runs["roomy"]))
+    assert same >= 7, f"{same}/8 answers as transformers gives them"
+    assert len(roomy._cached) == 8 and len(tight._cached) == 1  # one state per chat prompt; the tight one kept the last
+
+
+def test_the_answer_starts_after_the_last_generation_prompt():
+    marker = ["<|im_start|>", "assistant", "\n"]
+    turn = ["<|im_start|>", "user", "\n", "hi", "<|im_end|>"]
+    assert answer_start(turn + marker + ["[", "{"], marker) == 8
+    assert answer_start(turn + marker + ["a"] + turn + marker + ["b"], marker) == 17  # the current turn's answer
+    assert answer_start(turn, marker) == 0 and answer_start(turn + marker, []) == 0
 
 
 def test_batches_hold_similar_lengths_and_run_a_shared_prefix_once():

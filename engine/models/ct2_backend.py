@@ -4,7 +4,11 @@ A checkpoint is converted once with CTranslate2's own converter (float32 weights
 the model is loaded, so one conversion serves every compute type) and cached beside it; a checkpoint
 whose weights changed is converted again. The k samples of one prompt share one prefill
 (`num_hypotheses`); a batch holds prompts of similar length, and when they start with the same long prefix
-(system prompt + home) it runs as a `static_prompt`, whose state CTranslate2 computes once per batch."""
+(system prompt + home) it runs as a `static_prompt`, whose state CTranslate2 computes once per batch.
+
+A prompt that goes on from an answer already begun (constrained decoding resumes and ranks next tokens
+several times per turn) runs its chat prompt as a cached static prompt: the chat prompt's state is computed
+once, not at every resumption. CTranslate2 never evicts a cached state, so the cache is bounded here."""
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +29,7 @@ MIN_SHARED_PREFIX = 32  # tokens; a shorter shared prefix is not worth a separat
 # 37 s at 64, 30 s with one batch per home.
 LENGTH_TOLERANCE = {"int8": 64, "int8_float32": 64}
 DEFAULT_TOLERANCE = 16
+CACHE_BYTES = 1 << 30  # the cached chat prompts' decoder states; SmolLM2-135M's take about 140 kB a token
 
 
 def fingerprint(model_dir: Path) -> str:
@@ -77,6 +82,10 @@ class CTranslate2Backend(ChatBackend):
         self.length_tolerance = LENGTH_TOLERANCE.get(compute_type, DEFAULT_TOLERANCE)
         self.generator = ctranslate2.Generator(str(ensure_converted(self.model_dir)), device="cpu",
                                                compute_type=compute_type, intra_threads=threads)
+        self.answer_marker = generation_prompt(self.tokenizer)
+        self.cache_tokens = CACHE_BYTES // state_bytes_per_token(self.model_dir)
+        self._cached: set[tuple[str, ...]] = set()
+        self._cached_tokens = 0
 
     def generate(self, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
                  max_new_tokens: int = 160, stop_loops: int = 0) -> list[tuple[str, int]]:
@@ -94,13 +103,15 @@ class CTranslate2Backend(ChatBackend):
                     if temperature > 0 else dict(sampling_topk=1))
         results: list[tuple[str, int]] = [("", 0)] * len(prompts)
         for static, batch in _batches(list(unique), encoded, self.batch_size, self.length_tolerance):
+            chat = self._cached_chat_prompt(encoded[batch[0]]) if len(batch) == 1 else []
+            static, cached = (chat, True) if chat else (static, False)
             # greedy answers of one prompt are all the same: decode it once and copy it
             wanted = {p: len(unique[p]) if temperature > 0 else 1 for p in batch}
             for n in sorted(set(wanted.values())):  # one call per hypothesis count
                 same_n = [p for p in batch if wanted[p] == n]
                 out = self.generator.generate_batch(
                     [encoded[p][len(static):] for p in same_n], static_prompt=static or None,
-                    cache_static_prompt=False, max_length=max_new_tokens, num_hypotheses=n,
+                    cache_static_prompt=cached, max_length=max_new_tokens, num_hypotheses=n,
                     end_token=sorted(self.stop_ids), include_prompt_in_result=False,
                     callback=_loop_stopper(stop_loops) if stop_loops else None, **sampling)
                 for p, res in zip(same_n, out):
@@ -113,13 +124,57 @@ class CTranslate2Backend(ChatBackend):
 
     def next_tokens(self, prompt: str, *, n: int) -> list[str]:
         tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        # alternatives are ranked at the first position after the start tokens; all but the last prompt token
-        # go in as a static prompt, which is forwarded at once (start tokens would be fed one by one); max_length
-        # counts the static prompt, so the prompt's own length ranks the next token without expanding it
+        static = self._cached_chat_prompt(tokens)
+        # the prompt but its last token is forwarded at once; the alternatives are ranked at the one position
+        # decoded after it
         out = self.generator.generate_batch(
-            [tokens[-1:]], static_prompt=tokens[:-1] or None, cache_static_prompt=False, return_alternatives=True,
-            num_hypotheses=n, max_length=len(tokens), sampling_topk=1, include_prompt_in_result=True)
-        return [self.tokenizer.decode(ids[1:2], skip_special_tokens=False) for ids in out[0].sequences_ids]
+            [tokens[len(static):]], static_prompt=static or None, cache_static_prompt=bool(static),
+            return_alternatives=True, num_hypotheses=n, max_length=1, sampling_topk=1, include_prompt_in_result=False)
+        return [self.tokenizer.decode(ids[:1], skip_special_tokens=False) for ids in out[0].sequences_ids]
+
+    def _cached_chat_prompt(self, tokens: list[str]) -> list[str]:
+        """The chat prompt before the answer that `tokens` go on from, its state cached by CTranslate2; [] when
+        no answer has begun. A prompt is always split there, cached or not, so a cache hit changes no answer."""
+        start = answer_start(tokens, self.answer_marker)
+        if start == 0 or start == len(tokens):
+            return []
+        key = tuple(tokens[:start])
+        if key not in self._cached:
+            if self._cached and self._cached_tokens + start > self.cache_tokens:
+                # the cache has no eviction: reloading the model drops every cached state at once
+                self.generator.unload_model()
+                self.generator.load_model()
+                self._cached.clear()
+                self._cached_tokens = 0
+            self._cached.add(key)
+            self._cached_tokens += start
+        return list(key)
+
+
+def generation_prompt(tokenizer) -> list[str]:
+    """The tokens the chat template writes before an assistant's answer (`<|im_start|>assistant\\n` in
+    ChatML); [] for a template that writes none."""
+    messages = [{"role": "user", "content": "x"}]
+    closed, opened = (tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=g)
+                      for g in (False, True))
+    if not opened.startswith(closed) or opened == closed:
+        return []
+    return tokenizer.convert_ids_to_tokens(tokenizer(opened[len(closed):], add_special_tokens=False)["input_ids"])
+
+
+def answer_start(tokens: list[str], marker: list[str]) -> int:
+    """The position after the last `marker` in `tokens`, where the answer being written starts; 0 without one."""
+    m = len(marker)
+    for i in range(len(tokens) - m, -1, -1) if m else ():
+        if tokens[i:i + m] == marker:
+            return i + m
+    return 0
+
+
+def state_bytes_per_token(model_dir: Path) -> int:
+    """What the decoder state of one prompt token takes in float32: keys and values of every layer."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return 2 * config["num_hidden_layers"] * config["hidden_size"] * 4
 
 
 def _loop_stopper(repeats: int):
