@@ -13,7 +13,9 @@ best round pair is evaluated on the official rows.
 
 A killed run resumes where it stopped (same --archive). With --json the last line is one JSON object:
 heldout_seed_best, heldout_coevo_best (success on the official rows, 0-1), max_round_timr (0-1), wall_s,
-and heldout_top_answer_share (the share of the official rows given each pair's most frequent answer).
+heldout_top_answer_share (the share of the official rows given each pair's most frequent answer) and
+heldout_top_answer_alone (what that answer alone scores given to every one of those rows: the level that
+one stock answer, such as always abstaining, reaches there).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from engine.evolve.rounds import RoundRunner  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
 from engine.run_config import MODES, load_run_config  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
-from engine.views import top_answer  # noqa: E402
+from engine.views import top_answer, top_prediction  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 HELDOUT = {  # task -> (data folder, split): the official rows
@@ -190,6 +192,8 @@ def main() -> None:
             mode_best = best([e for e in dev_evaluations(a, cfg) if e["id"] in ids]) if ids else seed_best
             heldout_rows[m] = official(a, mode_best)
         top = {label: top_answer(runs.get(label, archive), e["id"]) for label, e in heldout_rows.items()}
+        alone = {label: answer_alone(runs.get(label, archive), e["id"], task, items)
+                 for label, e in heldout_rows.items()}
     wall = time.perf_counter() - t0
 
     print(f"\n{args.brain} on {cfg.task}: init {t_init:.0f}s, seed matrix {t_seeds:.0f}s, "
@@ -207,9 +211,10 @@ def main() -> None:
     for r in merge_rows:
         print(f"  {r['harness']:<24} x {r['checkpoint']:<5} score {r['score']:.3f}  TIMR {r['timr']:6.1%}")
     print_heldout(heldout_rows, split_name, len(items))
-    print("the most frequent answer of each pair (a share near 1: one answer whatever the input):")
+    print("the most frequent answer of each pair (a share near 1: one answer whatever the input), and what it "
+          "alone scores given to every row:")
     for label, (answer, share) in top.items():
-        print(f"  {label:<16}{share:6.1%}  {answer}")
+        print(f"  {label:<16}{share:6.1%}  alone {alone[label]:.3f}  {answer}")
     if args.json:
         main_mode = "coevo" if args.ablate else cfg.mode
         out = {"brain": args.brain, "task": cfg.task, "archive": str(path),
@@ -218,6 +223,7 @@ def main() -> None:
                "heldout_rows": len(items),
                "max_round_timr": max((r["timr"] for r in rounds[main_mode]), default=None),
                "heldout_top_answer_share": {label: round(share, 4) for label, (_, share) in top.items()},
+               "heldout_top_answer_alone": {label: round(score, 4) for label, score in alone.items()},
                "rounds": rounds[main_mode], "merge": merge_rows, "wall_s": round(wall, 1)}
         if args.ablate:
             out["ablation"] = {m: {"rounds": rounds[m], "heldout": heldout_rows[m]["score"],
@@ -252,6 +258,13 @@ def heldout(archive, pair: dict, cfg, data_dir, items, split_name: str) -> dict:
         return archive.evaluation(done[-1]["id"])
     return evaluate(archive, pair["harness"], pair["checkpoint"], cfg.task, split_name, data_dir=data_dir,
                     items=items, backend_spec=cfg.backend)
+
+
+def answer_alone(archive, eid: int, task, items) -> float:
+    """The score of the evaluation's most frequent prediction given to every row: a pair that scores no more
+    than this has learned one stock answer (HomeBench's `error_input` is right on every IS row)."""
+    prediction, _ = top_prediction(archive, eid)
+    return task.score(items, [None if prediction is None else json.loads(prediction)] * len(items))[0]
 
 
 def print_heldout(records: dict[str, dict], split_name: str, n: int) -> None:

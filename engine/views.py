@@ -352,12 +352,18 @@ def evaluation(a: Archive, eid: int) -> dict:
 def top_answer(a: Archive, eid: int) -> tuple[str, float]:
     """The prediction an evaluation gives most often and its share of the episodes: a pair that learned
     one safe answer (error_input, a refusal) scores on the rows where it is right and nowhere else."""
+    prediction, share = top_prediction(a, eid)
+    return (prediction or "(none)")[:60] if share else "-", share
+
+
+def top_prediction(a: Archive, eid: int) -> tuple[str | None, float]:
+    """The most frequent prediction as stored (JSON; None for none) and its share of the episodes."""
     rows = a.query("SELECT prediction, COUNT(*) AS n FROM episodes WHERE evaluation_id = ? "
                    "GROUP BY prediction ORDER BY n DESC, prediction LIMIT 1", (eid,))
     total = a.query("SELECT COUNT(*) AS n FROM episodes WHERE evaluation_id = ?", (eid,))[0]["n"]
     if not rows or not total:
-        return "-", 0.0
-    return (rows[0]["prediction"] or "(none)")[:60], rows[0]["n"] / total
+        return None, 0.0
+    return rows[0]["prediction"], rows[0]["n"] / total
 
 
 def evaluations_of(a: Archive, task: str, split: str, harness: str | None = None,
