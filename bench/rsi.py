@@ -42,7 +42,7 @@ from engine.evolve.rounds import RoundRunner  # noqa: E402
 from engine.init import init, load_init_config  # noqa: E402
 from engine.run_config import MODES, load_run_config  # noqa: E402
 from engine.tasks import get_task  # noqa: E402
-from engine.views import top_answer, top_prediction  # noqa: E402
+from engine.views import top_prediction  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 HELDOUT = {  # task -> (data folder, split): the official rows
@@ -191,9 +191,8 @@ def main() -> None:
             ids = {r["evaluation"] for r in rounds[m]}
             mode_best = best([e for e in dev_evaluations(a, cfg) if e["id"] in ids]) if ids else seed_best
             heldout_rows[m] = official(a, mode_best)
-        top = {label: top_answer(runs.get(label, archive), e["id"]) for label, e in heldout_rows.items()}
-        alone = {label: answer_alone(runs.get(label, archive), e["id"], task, items)
-                 for label, e in heldout_rows.items()}
+        top = {label: top_prediction(runs.get(label, archive), e["id"]) for label, e in heldout_rows.items()}
+        alone = {label: answer_alone(prediction, task, items) for label, (prediction, _) in top.items()}
     wall = time.perf_counter() - t0
 
     print(f"\n{args.brain} on {cfg.task}: init {t_init:.0f}s, seed matrix {t_seeds:.0f}s, "
@@ -213,8 +212,8 @@ def main() -> None:
     print_heldout(heldout_rows, split_name, len(items))
     print("the most frequent answer of each pair (a share near 1: one answer whatever the input), and what it "
           "alone scores given to every row:")
-    for label, (answer, share) in top.items():
-        print(f"  {label:<16}{share:6.1%}  alone {alone[label]:.3f}  {answer}")
+    for label, (prediction, share) in top.items():
+        print(f"  {label:<16}{share:6.1%}  alone {alone[label]:.3f}  {(prediction or '(none)')[:60]}")
     if args.json:
         main_mode = "coevo" if args.ablate else cfg.mode
         out = {"brain": args.brain, "task": cfg.task, "archive": str(path),
@@ -260,11 +259,10 @@ def heldout(archive, pair: dict, cfg, data_dir, items, split_name: str) -> dict:
                     items=items, backend_spec=cfg.backend)
 
 
-def answer_alone(archive, eid: int, task, items) -> float:
-    """The score of the evaluation's most frequent prediction given to every row: a pair that scores no more
-    than this has learned one stock answer (HomeBench's `error_input` is right on every IS row)."""
-    prediction, _ = top_prediction(archive, eid)
-    return task.score(items, [None if prediction is None else json.loads(prediction)] * len(items))[0]
+def answer_alone(prediction: str | None, task, items) -> float:
+    """The score of one stored prediction (JSON) given to every row: a pair that scores no more than its most
+    frequent prediction alone has learned one stock answer (HomeBench's `error_input` is right on every IS row)."""
+    return task.score(items, [json.loads(prediction) if prediction else None] * len(items))[0]
 
 
 def print_heldout(records: dict[str, dict], split_name: str, n: int) -> None:
