@@ -8,8 +8,12 @@ item's tools, or whose argument names are not the tool's, is decoded again from 
 - Argument names: the calls so far are rendered in the harness's interface up to the first argument value
   the call lacks (or to the end of the call, without the arguments it should not have), and the model goes
   on from there: it writes the value and the rest.
-- The end: an answer ends where its interface closes it (a JSON array, `</calls>`); what the model writes
-  after that is no part of it, as a decoder held to the interface's grammar would stop there.
+- A call that is not one (`{"mode": ...}` where `{"name": ...}` belongs, an empty answer): the sound calls
+  before it are rendered up to where the next call's name starts, and the name is decoded as above.
+- The end: an answer ends where its interface closes it (a JSON array, `</calls>`), and after the most calls
+  one answer of the task can need (`Task.max_calls`, a JSON schema's maxItems): what the model writes after
+  that is no part of it, as a decoder held to the interface's grammar would stop there. A model that repeats
+  calls until the token limit cuts it off thus gives a wrong answer, not an unreadable one.
 
 Engines made for CPUs have no hook into their decoding loop, so the constraint is applied lazily: a turn is
 generated freely and only a faulty call is decoded again, at the cost of one generation (and, for a name,
@@ -24,13 +28,14 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from engine.harness.interfaces import Call, ParseError, get_interface
+from engine.harness.interfaces import Call, ParseError, SchemaError, get_interface
 from engine.models.generation import MAX_RANKED, ChatBackend
 
 RANKS = (8, MAX_RANKED)  # next tokens looked at for one that keeps the name allowed; the longer list only when needed
 MAX_RESUMES = 8  # per turn: a turn may make several calls
 MAX_STEPS = 6    # continuations tried per name: one may leave the names again, or lead to a dead end
 RESUME_BUDGET = 2  # new tokens all resumptions of a turn may generate, in units of sampling.max_new_tokens
+PLACEHOLDER = "qqqq"  # a call name that occurs nowhere else in a rendering
 
 
 def ranks_next_tokens(backend) -> bool:
@@ -84,8 +89,9 @@ class OutOfBudget(Exception):
 
 @dataclass
 class Fault:
-    """The first faulty call of a turn that the constraint can mend: its name, or its argument names."""
-    kind: str  # 'name' or 'arguments'
+    """The first faulty call of a turn that the constraint can mend: its name, its argument names, or a call
+    that is not one."""
+    kind: str  # 'name', 'arguments' or 'call'
     before: list[Call]  # the calls before it, all sound
     call: Call
     expected: list[str] | None = None  # the argument names the tool takes
@@ -95,8 +101,11 @@ class Fault:
 def first_fault(spec, task, item, output: str, names: NameSet) -> Fault | None:
     """The turn's first fault when it is a call the constraint can mend (None: sound, a fault in argument
     values, or unparseable output without a name that goes astray)."""
+    interface = get_interface(spec.interface.name)
     try:
-        calls = get_interface(spec.interface.name).parse(output, strict=spec.strict)
+        calls = interface.parse(output, strict=spec.strict)
+    except SchemaError:  # the format parsed, but a call in it is not one
+        return Fault("call", [call for call, _ in interface.leading_calls(output)], Call(""))
     except ParseError:
         return _astray_name(spec.interface.name, output, names)
     for i, call in enumerate(calls):
@@ -116,7 +125,7 @@ def first_fault(spec, task, item, output: str, names: NameSet) -> Fault | None:
 def name_opener(interface: str) -> re.Pattern:
     """What comes right before a call's name in the interface (`{"name": "` in JSON), whitespace allowed
     around its punctuation: the common end of the text before the name in two renderings."""
-    render, name = get_interface(interface).render, "qqqq"  # a name that occurs nowhere else in a rendering
+    render, name = get_interface(interface).render, PLACEHOLDER
     before = [text[:text.index(name)] for text in (render([Call(name)]), render([Call("aaaa"), Call(name)]))]
     words = re.findall(r"\w+|[^\w\s]", os.path.commonprefix([b[::-1] for b in before])[::-1])
     pattern = re.escape(words[0])
@@ -145,7 +154,7 @@ def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, 
     interface, result = get_interface(spec.interface.name), Constrained(output, tokens, 0)
     budget = Budget(RESUME_BUDGET * spec.sampling.max_new_tokens)
     for _ in range(MAX_RESUMES):
-        result = _end_answer(result, interface, backend)
+        result = _end_answer(result, interface, backend, task.max_calls)
         if not names.names:
             return result
         fault = first_fault(spec, task, item, result.text, names)
@@ -157,6 +166,8 @@ def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, 
                 resumed = _resume_name(names, backend, prompt, result.text, start, fault.call.name, spec,
                                        temperature, budget) if start >= 0 else None
                 searched = max(start, 0)
+            elif fault.kind == "call":
+                resumed = _resume_call(fault, names, backend, prompt, spec, temperature, budget)
             else:
                 resumed = _resume_arguments(fault, backend, prompt, spec, temperature, budget)
         except OutOfBudget:
@@ -164,16 +175,29 @@ def constrain(spec, task, item, backend, prompt: str, output: str, tokens: int, 
         if resumed is None:
             return result
         result = Constrained(resumed[0], resumed[1], result.calls + 1)
-    return _end_answer(result, interface, backend)
+    return _end_answer(result, interface, backend, task.max_calls)
 
 
-def _end_answer(result: Constrained, interface, backend) -> Constrained:
-    """The output without what follows the end of its answer."""
+def _end_answer(result: Constrained, interface, backend, max_calls: int | None) -> Constrained:
+    """The output without what follows the end of its answer, or its `max_calls`-th call."""
     end = interface.answer_end(result.text)
-    if end is None or not result.text[end:].strip():
+    if end is not None and result.text[end:].strip():
+        text = result.text[:end]
+        result = Constrained(text, _tokens(backend, text), result.calls + 1)
+    calls = interface.leading_calls(result.text) if max_calls is not None else []
+    if len(calls) < max(max_calls or 0, 1) or (len(calls) == max_calls and _ends_there(interface, result.text)):
         return result
-    text = result.text[:end]
+    text = interface.render([call for call, _ in calls[:max_calls]])
     return Constrained(text, _tokens(backend, text), result.calls + 1)
+
+
+def _ends_there(interface, text: str) -> bool:
+    """Whether `text` is a whole answer (its last call is where it ends)."""
+    try:
+        interface.parse(text)
+    except ParseError:
+        return False
+    return True
 
 
 def _tokens(backend, text: str) -> int:
@@ -208,6 +232,15 @@ def _resume_arguments(fault: Fault, backend, prompt: str, spec, temperature: flo
     text = os.path.commonprefix([interface.render(a), interface.render(b)])
     rest, n_rest, used = _go_on(backend, prompt, text, spec, temperature, budget)
     return text + rest, used + n_rest
+
+
+def _resume_call(fault: Fault, names: NameSet, backend, prompt: str, spec, temperature: float, budget: Budget
+                 ) -> tuple[str, int] | None:
+    """The sound calls before the fault, rendered up to where the next call's name starts, and the name
+    decoded from there under the constraint."""
+    rendered = get_interface(spec.interface.name).render([*fault.before, Call(PLACEHOLDER)])
+    text = rendered[:rendered.index(PLACEHOLDER)]
+    return _resume_name(names, backend, prompt, text, len(text), "", spec, temperature, budget)
 
 
 def _resume_name(names: NameSet, backend, prompt: str, output: str, start: int, bad: str, spec, temperature: float,

@@ -166,6 +166,56 @@ def test_an_answer_ends_where_its_interface_closes_it(home_data, interface):
 
 
 @pytest.mark.parametrize("interface", ["json", "xml", "tool_call"])
+def test_an_answer_that_runs_past_the_most_calls_a_request_needs_ends_after_them(home_data, interface):
+    """A model that repeats calls until the token limit cuts it off: the answer ends after the task's
+    `max_calls` whole calls (a schema's maxItems), a wrong answer rather than an unreadable one. With fewer
+    whole calls than that the turn stays a mismatch: nothing says where the answer should have ended."""
+    task = get_task("smart_home", home_data)
+    spec = _constrained(f"smart_home_{interface}")
+    item, (room, device, method, _) = _home_call(task, with_params=False)
+    prompt, iface = repr(build_messages(spec, task, item)), get_interface(interface)
+    calls = [Call(f"{room}.{device}.{method}"), Call("error_input")] * task.max_calls
+
+    def cut_in_call(n):  # the answer of n calls, cut off inside its last one
+        text = iface.render(calls[:n])
+        return text[:iface.leading_calls(text)[-1][1] - 3]
+
+    cut = cut_in_call(task.max_calls + 2)  # whole calls past max_calls
+    model = TokenModel(prompt, [[cut]])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == iface.render(calls[:task.max_calls]) and turn.free_output == cut
+    assert stats["timr"] == 0.0 and turn.constrained == 1 and model.ranked == []
+    short = cut_in_call(task.max_calls)
+    episodes, stats = _run(spec, task, item, TokenModel(prompt, [[short]]))
+    assert episodes[0].turns[0].output == short and stats["timr"] == 1.0
+    whole = iface.render(calls[:task.max_calls])  # exactly max_calls calls: nothing to mend
+    episodes, stats = _run(spec, task, item, TokenModel(prompt, [[whole]]))
+    assert episodes[0].turns[0].output == whole and stats["constrained_turns"] == 0
+
+
+def test_a_call_that_is_not_one_is_decoded_again_from_its_name(case):
+    """`{"mode": ...}` where a call's name belongs (the format parsed, its schema did not): the calls before it
+    are kept, and the model is taken to where the next name starts, which it writes under the constraint."""
+    spec, task, item, prompt, (room, device, method) = case
+    good = answer(room, device, method)
+    model = TokenModel(prompt, [['[{"mode": "error_input", "args": {}}]'], good])
+    episodes, stats = _run(spec, task, item, model)
+    turn = episodes[0].turns[0]
+    assert turn.output == "".join(good) and turn.constrained == 1 and stats["timr"] == 0.0
+    assert model.ranked == [OPEN]
+    before = '[{"name": "error_input", "args": {}}, {"name": "'
+    two = ['[{"name": "error_input", "args": {}}, ', '{"name": "', room, ".", device, ".", method, CLOSE]
+    model = TokenModel(prompt, [['[{"name": "error_input", "args": {}}, {"mode": 1}]'], two])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].output == "".join(two) and stats["timr"] == 0.0 and model.ranked == [before]
+    # an empty answer is no answer: a call is asked for
+    model = TokenModel(prompt, [["[]"], good])
+    episodes, stats = _run(spec, task, item, model)
+    assert episodes[0].turns[0].output == "".join(good) and stats["timr"] == 0.0
+
+
+@pytest.mark.parametrize("interface", ["json", "xml", "tool_call"])
 def test_the_name_opener_finds_each_call_name_in_the_interfaces_output(interface):
     text = get_interface(interface).render([Call("kitchen.light.turn_on"), Call("oven.set_mode", {"mode": 1})])
     found = [text[m.end():m.end() + 7] for m in name_opener(interface).finditer(text)]

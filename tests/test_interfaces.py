@@ -56,3 +56,28 @@ def test_tool_call_strict_rejects_text_between_blocks():
     with pytest.raises(ParseError, match="outside"):
         iface.parse(text, strict=True)
     assert iface.parse(text, strict=False) == CALLS
+
+
+@pytest.mark.parametrize("name", ["json", "xml", "tool_call"])
+def test_leading_calls_reads_the_whole_calls_an_answer_cut_anywhere_starts_with(name):
+    """What constrained decoding closes a run-on answer after: at every cut, the calls wholly written so far,
+    each with where it ends; a call that is not one stops the reading."""
+    iface = get_interface(name)
+    calls = [Call("kitchen.light.turn_on"), Call("oven.set_mode", {"mode": 1}), Call("error_input")]
+    text = " " + iface.render(calls)
+    read = [iface.leading_calls(text[:k]) for k in range(len(text) + 1)]
+    assert [c for c, _ in read[-1]] == calls
+    for k, found in enumerate(read):
+        assert [c for c, _ in found] == calls[:len(found)] and all(end <= k for _, end in found)
+        assert len(found) == sum(end <= k for _, end in read[-1])  # a call counts as soon as it is whole
+    assert iface.leading_calls("Sure: " + iface.render(calls)) == []
+
+
+@pytest.mark.parametrize("name, text", [
+    ("json", '[{"name": "a", "args": {}}, {"mode": "b", "args": {}}, {"name": "c"}]'),
+    ("xml", '<calls><call name="a"></call><call><arg name="x">1</arg></call><call name="c"></call></calls>'),
+    ("tool_call", '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": "b"}, 1</tool_call>'),
+])
+def test_leading_calls_stops_at_an_element_that_is_not_a_call(name, text):
+    [(call, end)] = get_interface(name).leading_calls(text)
+    assert call == Call("a") and text[:end].endswith(("}", "</call>", "</tool_call>"))

@@ -58,6 +58,9 @@ class Task:
     # with the values the offline editor tries
     options_model: type[BaseModel] | None = None
     option_space: dict[str, list] = {}
+    # the most calls one answer can need, which constrained decoding ends an answer at (a JSON schema's
+    # maxItems); None where there is no such bound
+    max_calls: int | None = None
 
     def __init__(self, data_dir):
         self.data_dir = Path(data_dir)

@@ -61,6 +61,12 @@ class Interface:
         it is not complete there, or the format has no end of its own)."""
         return None
 
+    def leading_calls(self, text: str) -> list[tuple[Call, int]]:
+        """The whole, well-formed calls the answer in `text` starts with, each with the offset where it ends:
+        up to the first that is cut off or is not a call of this interface (as a decoder held to its grammar
+        reads a truncated answer)."""
+        return []
+
 
 def check_calls(calls: list[Call]) -> list[Call]:
     if not calls:

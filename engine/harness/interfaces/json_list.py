@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 from engine.harness.interfaces.base import Call, Interface, ParseError, SchemaError, check_call_obj, check_calls, strip_fence
+
+
+_SPACE = re.compile(r"\s*")
 
 
 class JsonInterface(Interface):
@@ -40,3 +44,20 @@ class JsonInterface(Interface):
         except json.JSONDecodeError:
             return None
         return len(text) - len(body) + end
+
+    def leading_calls(self, text: str) -> list[tuple[Call, int]]:
+        body = text.lstrip()
+        offset, calls, pos = len(text) - len(body), [], 1
+        if not body.startswith("["):
+            return []
+        while True:
+            pos = _SPACE.match(body, pos).end()
+            try:
+                obj, end = json.JSONDecoder().raw_decode(body, pos)
+                calls.append((check_call_obj(obj, f"call {len(calls)}", "name", "args"), offset + end))
+            except (json.JSONDecodeError, SchemaError):
+                return calls
+            pos = _SPACE.match(body, end).end()
+            if not body.startswith(",", pos):
+                return calls
+            pos += 1

@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 import re
 
-from engine.harness.interfaces.base import Call, Interface, ParseError, check_call_obj, check_calls
+from engine.harness.interfaces.base import Call, Interface, ParseError, SchemaError, check_call_obj, check_calls
 
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+_NEXT_BLOCK = re.compile(r"\s*" + _BLOCK.pattern, re.S)
 
 
 class ToolCallInterface(Interface):
@@ -36,3 +37,14 @@ class ToolCallInterface(Interface):
                 raise ParseError(f"tool call {i}: not valid JSON: {e.msg}") from None
             calls.append(check_call_obj(obj, f"tool call {i}", "name", "arguments"))
         return check_calls(calls)
+
+    def leading_calls(self, text: str) -> list[tuple[Call, int]]:
+        calls, pos = [], 0
+        while m := _NEXT_BLOCK.match(text, pos):
+            try:
+                calls.append((check_call_obj(json.loads(m.group(1)), f"tool call {len(calls)}", "name", "arguments"),
+                              m.end()))
+            except (json.JSONDecodeError, SchemaError):
+                return calls
+            pos = m.end()
+        return calls

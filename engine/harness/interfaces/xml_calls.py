@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from engine.harness.interfaces.base import Call, Interface, ParseError, SchemaError, check_calls, strip_fence
 
 _INT = re.compile(r"^-?\d+$")
+_CALL = re.compile(r"\s*(<call\b.*?</call>)", re.S)
 
 
 def _value(text: str):
@@ -29,6 +30,22 @@ class XmlInterface(Interface):
     def answer_end(self, text: str) -> int | None:
         end = text.find("</calls>")
         return end + len("</calls>") if text.lstrip().startswith("<calls>") and end >= 0 else None
+
+    def leading_calls(self, text: str) -> list[tuple[Call, int]]:
+        body = text.lstrip()
+        offset, calls, pos = len(text) - len(body), [], len("<calls>")
+        if not body.startswith("<calls>"):
+            return []
+        while m := _CALL.match(body, pos):
+            try:
+                read = self.parse("<calls>" + m.group(1) + "</calls>")  # one call, read as an answer's are
+            except ParseError:
+                return calls
+            if len(read) != 1:  # a self-closed <call/> the match ran past
+                return calls
+            calls.append((read[0], offset + m.end()))
+            pos = m.end()
+        return calls
 
     def parse(self, text: str, strict: bool = True) -> list[Call]:
         body = text.strip()

@@ -25,6 +25,7 @@ OPTIONS = {
     "speed": ["auto", "low", "medium", "high"],
     "swing": ["auto", "up", "middle", "down"],
 }
+MAX_OPERATIONS = 10  # in one request: HomeBench's types run from multi2 to multi10
 RANGES = {"temperature": (16, 30), "interval": (10, 60)}  # others are 0..100
 # instructions are generated for these methods; free-text ones (song, artist, color) are left out
 SPOKEN_METHODS = {"turn_on", "turn_off", "open", "close", "play", "pause", "stop", "pack", "set_brightness",
@@ -241,7 +242,7 @@ class GeneratorOptions(BaseModel):
     `max_ops` operations (HomeBench's types run from multi2 to multi10)."""
     model_config = ConfigDict(extra="forbid")
     relative_share: float = Field(0.0, ge=0.0, le=1.0)
-    max_ops: int = Field(3, ge=2, le=10)
+    max_ops: int = Field(3, ge=2, le=MAX_OPERATIONS)
 
 
 def write_dataset(out_dir, *, seed: int, sizes: dict[str, int], n_homes: int = 40, homes_file=None,

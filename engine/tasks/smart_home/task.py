@@ -122,6 +122,7 @@ class SmartHomeTask(Task):
     benchmark = "homebench"
     options_model = SmartHomeOptions
     option_space = {"rooms": ["all", "mentioned"], "state": ["none", "values"]}
+    max_calls = generator.MAX_OPERATIONS  # one call per operation, error_input included
 
     def __init__(self, data_dir):
         super().__init__(data_dir)
