@@ -365,6 +365,33 @@ def test_the_task_registers_and_loads(gen):
         task.load("nope")
 
 
+def test_a_constrained_turn_is_one_call(gen):
+    """A turn runs one query or refuses: under constrained decoding a second call is no part of the answer."""
+    from engine.tasks.rbac_sql.task import REFUSE, SQL
+    task = get_task("rbac_sql", gen)
+    item = task.load("dev")[0]
+    spec = HarnessSpec.load(ASSETS / "harnesses" / "rbac_sql_json.yaml")
+    spec = spec.model_copy(update={"sampling": spec.sampling.model_copy(update={"constrain_calls": True})})
+    iface = get_interface("json")
+    query = Call(SQL, {"query": "SELECT 1"})
+
+    class TwoCalls:
+        tokenizer = staticmethod(lambda text, add_special_tokens=False: {"input_ids": text.split()})
+
+        def chat_prompt(self, messages):
+            return "prompt"
+
+        def generate(self, prompts, **kw):
+            return [(iface.render([query, Call(REFUSE, {})]), 9) for _ in prompts]
+
+        def next_tokens(self, prompt, *, n):
+            return []
+
+    [episode] = run_episodes(spec, task, TwoCalls(), [item])
+    turn = episode.turns[0]
+    assert turn.output == iface.render([query]) and turn.constrained == 1 and not turn.mismatch
+
+
 def test_context_views(gen):
     task = get_task("rbac_sql", gen)
     item = next(i for i in task.load("dev") if i.meta["user"] == "User_3")

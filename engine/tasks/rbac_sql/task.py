@@ -115,6 +115,7 @@ class RbacSqlTask(Task):
     benchmark = "rbac-sql"
     options_model = RbacOptions
     option_space = {"schema_view": ["role", "full"], "show_role": [True, False]}
+    max_calls = 1  # a turn runs one query or refuses (`step`)
 
     def split_path(self, split: str) -> Path:
         for candidate in (self.data_dir / f"{split}.jsonl", Path(split)):
