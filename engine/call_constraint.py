@@ -184,8 +184,10 @@ def _end_answer(result: Constrained, interface, backend, max_calls: int | None) 
     if end is not None and result.text[end:].strip():
         text = result.text[:end]
         result = Constrained(text, _tokens(backend, text), result.calls + 1)
-    calls = interface.leading_calls(result.text) if max_calls is not None else []
-    if len(calls) < max(max_calls or 0, 1) or (len(calls) == max_calls and _ends_there(interface, result.text)):
+    if max_calls is None:
+        return result
+    calls = interface.leading_calls(result.text)
+    if len(calls) < max_calls or (len(calls) == max_calls and _ends_there(interface, result.text)):
         return result
     text = interface.render([call for call, _ in calls[:max_calls]])
     return Constrained(text, _tokens(backend, text), result.calls + 1)
