@@ -8,6 +8,7 @@ from engine.harness.interfaces.base import Call, Interface, ParseError, SchemaEr
 
 
 _SPACE = re.compile(r"\s*")
+_DECODER = json.JSONDecoder()  # stateless: one serves every call
 
 
 class JsonInterface(Interface):
@@ -40,7 +41,7 @@ class JsonInterface(Interface):
         if not body.startswith("["):
             return None
         try:
-            _, end = json.JSONDecoder().raw_decode(body)
+            _, end = _DECODER.raw_decode(body)
         except json.JSONDecodeError:
             return None
         return len(text) - len(body) + end
@@ -53,7 +54,7 @@ class JsonInterface(Interface):
         while True:
             pos = _SPACE.match(body, pos).end()
             try:
-                obj, end = json.JSONDecoder().raw_decode(body, pos)
+                obj, end = _DECODER.raw_decode(body, pos)
                 calls.append((check_call_obj(obj, f"call {len(calls)}", "name", "args"), offset + end))
             except (json.JSONDecodeError, SchemaError):
                 return calls
